@@ -1,0 +1,297 @@
+//! Guest RAM as the device sees it: the regions the client DMA-mapped, and nothing else.
+//!
+//! Every access a device model makes on behalf of the guest goes through [`GuestRam`], which
+//! checks the whole range against the mapped regions before touching a byte, so a descriptor
+//! that points outside guest RAM becomes an error the engine reports, never a stray access.
+
+use std::fs::File;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use thiserror::Error;
+use vm_memory::{
+    Address, Bytes, FileOffset, GuestAddress, GuestAddressSpace, GuestMemoryAtomic,
+    GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion, GuestRegionMmap, MmapRegion,
+};
+
+/// Why a DMA_MAP could not be honoured.
+#[derive(Debug, Error)]
+pub enum MapError {
+    #[error(
+        "DMA_MAP of {size:#x} bytes at {address:#x} (fd offset {offset:#x}): mmap failed: {source}"
+    )]
+    Mmap {
+        address: u64,
+        size: u64,
+        offset: u64,
+        #[source]
+        source: vm_memory::mmap::MmapRegionError,
+    },
+    #[error("DMA_MAP of {size:#x} bytes at {address:#x}: range wraps the address space")]
+    Range { address: u64, size: u64 },
+    #[error("DMA_MAP at {address:#x}: region table rejected it: {reason}")]
+    Table { address: u64, reason: String },
+}
+
+/// A guest access that the mapped regions do not cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum Fault {
+    #[error("read of {len:#x} bytes at {addr:#x} is outside the DMA-mapped guest RAM")]
+    Read { addr: u64, len: u64 },
+    #[error("write of {len:#x} bytes at {addr:#x} is outside the DMA-mapped guest RAM")]
+    Write { addr: u64, len: u64 },
+}
+
+/// The DMA-mapped guest RAM, shared between the vfio-user thread (which maps and unmaps) and
+/// the engine threads (which read descriptors and move data). Engines take a snapshot per
+/// operation, so an unmap never pulls memory out from under a copy in progress.
+///
+/// Two views are kept: every mapping (for reads) and the mappings the client allowed writes to
+/// (for writes); read-only maps are also mmapped without PROT_WRITE.
+#[derive(Clone)]
+pub struct GuestRam {
+    all: GuestMemoryAtomic<GuestMemoryMmap>,
+    writable: GuestMemoryAtomic<GuestMemoryMmap>,
+    update: Arc<Mutex<()>>,
+}
+
+impl Default for GuestRam {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GuestRam {
+    /// An empty map: every access faults until the client maps something.
+    pub fn new() -> Self {
+        Self {
+            all: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
+            writable: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
+            update: Arc::new(Mutex::new(())),
+        }
+    }
+
+    /// Maps `size` bytes of `file` starting at `offset` at guest address `address`, replacing
+    /// any earlier mapping that overlaps it (the newest map wins, as with an IOMMU).
+    pub fn map(
+        &self,
+        address: u64,
+        size: u64,
+        file: File,
+        offset: u64,
+        writable: bool,
+    ) -> Result<(), MapError> {
+        if size == 0 {
+            return Ok(());
+        }
+        let last = address
+            .checked_add(size - 1)
+            .ok_or(MapError::Range { address, size })?;
+        let len = usize::try_from(size).map_err(|_| MapError::Range { address, size })?;
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
+        let mmap = MmapRegion::build(
+            Some(FileOffset::new(file, offset)),
+            len,
+            prot,
+            libc::MAP_SHARED | libc::MAP_NORESERVE,
+        )
+        .map_err(|source| MapError::Mmap {
+            address,
+            size,
+            offset,
+            source,
+        })?;
+        let region = Arc::new(
+            GuestRegionMmap::new(mmap, GuestAddress(address))
+                .ok_or(MapError::Range { address, size })?,
+        );
+        let _update = self.update.lock().unwrap_or_else(|e| e.into_inner());
+        for (view, add) in [(&self.all, true), (&self.writable, writable)] {
+            let mut next: GuestMemoryMmap = (*view.memory()).clone();
+            for (start, len) in overlapping(&next, address, last) {
+                if add || !writable {
+                    tracing::warn!(
+                        old_start = start,
+                        old_len = len,
+                        address,
+                        size,
+                        "DMA_MAP overlaps an existing mapping; the old one is dropped"
+                    );
+                }
+                if let Ok((rest, _)) = next.remove_region(GuestAddress(start), len) {
+                    next = rest;
+                }
+            }
+            if add {
+                next = next
+                    .insert_region(Arc::clone(&region))
+                    .map_err(|e| MapError::Table {
+                        address,
+                        reason: e.to_string(),
+                    })?;
+            }
+            view.lock()
+                .map_err(|_| MapError::Table {
+                    address,
+                    reason: "map lock poisoned".into(),
+                })?
+                .replace(next);
+        }
+        Ok(())
+    }
+
+    /// Drops every mapping that intersects `[address, address + size)`; `all` drops everything.
+    /// Returns how many mappings were dropped.
+    pub fn unmap(&self, address: u64, size: u64, all: bool) -> usize {
+        let _update = self.update.lock().unwrap_or_else(|e| e.into_inner());
+        let mut dropped_total = 0;
+        for (i, view) in [&self.all, &self.writable].into_iter().enumerate() {
+            let mut next: GuestMemoryMmap = (*view.memory()).clone();
+            let victims = if all {
+                overlapping(&next, 0, u64::MAX)
+            } else if size == 0 {
+                Vec::new()
+            } else {
+                overlapping(&next, address, address.saturating_add(size - 1))
+            };
+            let mut dropped = 0;
+            for (start, len) in victims {
+                if let Ok((rest, _)) = next.remove_region(GuestAddress(start), len) {
+                    next = rest;
+                    dropped += 1;
+                }
+            }
+            if dropped > 0 {
+                if let Ok(guard) = view.lock() {
+                    guard.replace(next);
+                }
+            }
+            if i == 0 {
+                dropped_total = dropped;
+            }
+        }
+        dropped_total
+    }
+
+    /// Number of mapped regions (for logs and tests).
+    pub fn regions(&self) -> usize {
+        self.all.memory().num_regions()
+    }
+
+    /// Reads `buf.len()` bytes at `addr`.
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        let mem = self.all.memory();
+        let fault = Fault::Read {
+            addr,
+            len: buf.len() as u64,
+        };
+        if !covered(&mem, addr, buf.len() as u64) {
+            return Err(fault);
+        }
+        mem.read_slice(buf, GuestAddress(addr)).map_err(|_| fault)
+    }
+
+    /// Writes `buf` at `addr`.
+    pub fn write(&self, addr: u64, buf: &[u8]) -> Result<(), Fault> {
+        let mem = self.writable.memory();
+        let fault = Fault::Write {
+            addr,
+            len: buf.len() as u64,
+        };
+        if !covered(&mem, addr, buf.len() as u64) {
+            return Err(fault);
+        }
+        mem.write_slice(buf, GuestAddress(addr)).map_err(|_| fault)
+    }
+
+    /// Stores a little-endian u64 with one aligned 64-bit store (release ordering), so a
+    /// driver polling the word never sees a torn value. `addr` must be 8-byte aligned.
+    pub fn store_u64(&self, addr: u64, value: u64) -> Result<(), Fault> {
+        let mem = self.writable.memory();
+        let fault = Fault::Write { addr, len: 8 };
+        if !addr.is_multiple_of(8) || !covered(&mem, addr, 8) {
+            return Err(fault);
+        }
+        mem.store(value.to_le(), GuestAddress(addr), Ordering::Release)
+            .map_err(|_| fault)
+    }
+
+    /// Copies `len` bytes from guest `src` to guest `dst`. Both ranges are checked in full
+    /// before anything is written, so a faulting copy leaves the destination untouched.
+    pub fn copy(&self, src: u64, dst: u64, len: u64) -> Result<(), Fault> {
+        let mem = self.all.memory();
+        let wmem = self.writable.memory();
+        if !covered(&mem, src, len) {
+            return Err(Fault::Read { addr: src, len });
+        }
+        if !covered(&wmem, dst, len) {
+            return Err(Fault::Write { addr: dst, len });
+        }
+        let (mut src, mut dst, mut left) = (src, dst, len);
+        while left > 0 {
+            let (Some(sp), Some(dp)) = (host_span(&mem, src, left), host_span(&wmem, dst, left))
+            else {
+                // Unreachable after `covered`, but a fault is the safe answer.
+                return Err(Fault::Read {
+                    addr: src,
+                    len: left,
+                });
+            };
+            let n = sp.1.min(dp.1);
+            // vm-memory's own slice copy uses copy_nonoverlapping; a hostile guest can make
+            // source and destination overlap (even through two aliases of one memfd), so this
+            // uses memmove on the host addresses instead.
+            // SAFETY: both host ranges lie inside live mappings held by `mem` for the duration
+            // of the copy (checked by `host_span`); `ptr::copy` allows overlap. The guest may
+            // write the same memory concurrently, exactly as with real DMA.
+            unsafe { std::ptr::copy(sp.0, dp.0, n as usize) };
+            src += n;
+            dst += n;
+            left -= n;
+        }
+        Ok(())
+    }
+}
+
+/// True when every byte of `[addr, addr + len)` lies in some mapped region.
+fn covered(mem: &GuestMemoryMmap, addr: u64, len: u64) -> bool {
+    if len == 0 {
+        return true;
+    }
+    let Some(_) = addr.checked_add(len - 1) else {
+        return false;
+    };
+    let mut cur = addr;
+    let mut left = len;
+    while left > 0 {
+        let Some(region) = mem.find_region(GuestAddress(cur)) else {
+            return false;
+        };
+        let avail = region.last_addr().raw_value() - cur + 1;
+        let n = avail.min(left);
+        left -= n;
+        cur = cur.wrapping_add(n);
+    }
+    true
+}
+
+/// Host pointer for guest `addr` and how many bytes (at most `len`) are contiguous there.
+fn host_span(mem: &GuestMemoryMmap, addr: u64, len: u64) -> Option<(*mut u8, u64)> {
+    let region = mem.find_region(GuestAddress(addr))?;
+    let avail = region.last_addr().raw_value() - addr + 1;
+    let n = avail.min(len);
+    let slice = mem.get_slice(GuestAddress(addr), n as usize).ok()?;
+    Some((slice.ptr_guard_mut().as_ptr(), n))
+}
+
+/// `(start, len)` of every region that intersects `[first, last]`.
+fn overlapping(mem: &GuestMemoryMmap, first: u64, last: u64) -> Vec<(u64, u64)> {
+    mem.iter()
+        .filter(|r| r.start_addr().raw_value() <= last && r.last_addr().raw_value() >= first)
+        .map(|r| (r.start_addr().raw_value(), r.len()))
+        .collect()
+}

@@ -1,0 +1,112 @@
+//! `lab bench ...`: side-by-side timings printed as ratios from one run (never asserted in tests:
+//! the machines are shared and noisy).
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::guest::GuestCommand;
+use crate::{BootOptions, Lab};
+
+/// Min / median / max of a sample, in seconds.
+fn summary(samples: &[Duration]) -> (f64, f64, f64) {
+    let mut s: Vec<f64> = samples.iter().map(Duration::as_secs_f64).collect();
+    s.sort_by(|a, b| a.total_cmp(b));
+    (s[0], s[s.len() / 2], s[s.len() - 1])
+}
+
+/// Boot-to-first-command: the lab (QEMU + QMP + agent hello + one `true` round trip) against a
+/// hand-written QEMU command line with the same kernel, initramfs and topology that only waits
+/// for the agent's ready line on the serial console. Runs alternate (A B A B ...) so drift in
+/// the host's load hits both sides alike.
+pub async fn boot(runs: usize, topology: &str) -> Result<()> {
+    if runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let lab = Lab::from_env_async().await?;
+    let spec = lab
+        .spec(BootOptions::named("bench-boot").topology(topology))
+        .await?;
+    let mut lab_times = Vec::new();
+    let mut raw_times = Vec::new();
+    for run in 0..runs {
+        let start = Instant::now();
+        let vm = crate::vm::Vm::boot(&lab.qemu, spec.clone()).await?;
+        vm.exec(&GuestCommand::new(["true"])).await?;
+        lab_times.push(start.elapsed());
+        drop(vm);
+
+        raw_times.push(raw_boot(&lab, &spec).await?);
+        eprintln!(
+            "run {}/{runs}: lab {:.2}s, hand-written {:.2}s",
+            run + 1,
+            lab_times[run].as_secs_f64(),
+            raw_times[run].as_secs_f64()
+        );
+    }
+    let (lmin, lmed, lmax) = summary(&lab_times);
+    let (rmin, rmed, rmax) = summary(&raw_times);
+    println!(
+        "boot to first command, {topology}, {} ({runs} runs each, interleaved)",
+        lab.accel.name()
+    );
+    println!("{:<22} {:>8} {:>8} {:>8}", "", "min", "median", "max");
+    println!("{:<22} {lmin:>8.2} {lmed:>8.2} {lmax:>8.2}", "lab");
+    println!(
+        "{:<22} {rmin:>8.2} {rmed:>8.2} {rmax:>8.2}",
+        "hand-written QEMU"
+    );
+    println!(
+        "ratio lab / hand-written (median): {:.3}  (overhead {:+.1}%)",
+        lmed / rmed,
+        (lmed / rmed - 1.0) * 100.0
+    );
+    Ok(())
+}
+
+/// One boot with a minimal hand-written command line; returns the time to the agent's ready
+/// line on the console.
+async fn raw_boot(lab: &Lab, spec: &crate::vm::VmSpec) -> Result<Duration> {
+    let mut cmdline = crate::vm::base_cmdline();
+    cmdline.extend(spec.kernel.cmdline.iter().cloned());
+    let mut cmd = lab.qemu.command();
+    cmd.args(["-nodefaults", "-no-user-config", "-machine", "q35"])
+        .args(spec.accel.qemu_args())
+        .args(spec.topology.qemu_args().args)
+        .arg("-kernel")
+        .arg(&spec.kernel.bzimage)
+        .arg("-initrd")
+        .arg(&spec.initramfs)
+        .arg("-append")
+        .arg(cmdline.join(" "))
+        .args(["-display", "none", "-no-reboot", "-serial", "stdio"])
+        // The agent needs its port to exist; a null backend is the least a hand-written line can do.
+        .args([
+            "-device",
+            "virtio-serial-pci",
+            "-chardev",
+            "null,id=agent",
+            "-device",
+            "virtserialport,chardev=agent,name=lab.agent",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let start = Instant::now();
+    let mut child = crate::vm::process::spawn_async_in_group(cmd)?;
+    let stdout = child.child.stdout.take().context("no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let wait = async {
+        while let Some(line) = lines.next_line().await? {
+            if line.contains("lab-agent: ready") {
+                return anyhow::Ok(start.elapsed());
+            }
+        }
+        bail!("the hand-written QEMU exited before the agent was ready")
+    };
+    tokio::time::timeout(spec.boot_timeout, wait)
+        .await
+        .context("hand-written boot timed out")?
+}

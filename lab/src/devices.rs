@@ -1,0 +1,188 @@
+//! Devices given to a guest: the lab's emulated DMA engines (a `lab-dma` process per device,
+//! served over vfio-user to QEMU's `vfio-user-pci` client), with the guest IRQ pinning each
+//! device's vectors should get before a workload runs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::vm::process::{spawn_async_in_group, AsyncGroupChild};
+
+/// Which engine a device model emulates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Engine {
+    /// Intel I/OAT (ioatdma), 1 to 4 channels.
+    Ioat { channels: u8 },
+    /// AMD PTDMA (ptdma), one queue.
+    Ptdma,
+}
+
+/// A device for a VM, with optional guest IRQ pinning: `irq_cpus[i]` is the CPU list vector
+/// `i` of the device is pinned to in the guest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceSpec {
+    pub engine: Engine,
+    #[serde(default)]
+    pub irq_cpus: Vec<Option<Vec<u32>>>,
+}
+
+impl DeviceSpec {
+    pub fn ioat(channels: u8) -> DeviceSpec {
+        DeviceSpec {
+            engine: Engine::Ioat { channels },
+            irq_cpus: vec![],
+        }
+    }
+
+    pub fn ptdma() -> DeviceSpec {
+        DeviceSpec {
+            engine: Engine::Ptdma,
+            irq_cpus: vec![],
+        }
+    }
+
+    /// Pins vector `vector` of the device to `cpus` in the guest.
+    pub fn irq_on_cpus(mut self, vector: usize, cpus: &[u32]) -> DeviceSpec {
+        if self.irq_cpus.len() <= vector {
+            self.irq_cpus.resize(vector + 1, None);
+        }
+        self.irq_cpus[vector] = Some(cpus.to_vec());
+        self
+    }
+
+    /// The guest driver that binds this device.
+    pub fn driver(&self) -> &'static str {
+        match self.engine {
+            Engine::Ioat { .. } => "ioatdma",
+            Engine::Ptdma => "ptdma",
+        }
+    }
+
+    fn engine_args(&self) -> Vec<String> {
+        match &self.engine {
+            Engine::Ioat { channels } => vec![
+                "--device".into(),
+                "ioat".into(),
+                "--channels".into(),
+                channels.to_string(),
+            ],
+            Engine::Ptdma => vec!["--device".into(), "ptdma".into()],
+        }
+    }
+
+    /// Spawns the device model on a socket in `socket_dir` and waits until it listens.
+    pub async fn start(
+        &self,
+        index: usize,
+        socket_dir: &Path,
+        log_dir: &Path,
+    ) -> Result<RunningDevice> {
+        let binary = dma_binary()?;
+        let socket = socket_dir.join(format!("dev{index}.sock"));
+        let log = log_dir.join(format!("dev{index}-{}.log", self.driver()));
+        let mut cmd = Command::new(&binary);
+        cmd.arg("--socket")
+            .arg(&socket)
+            .args(self.engine_args())
+            .arg("--log")
+            .arg(&log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = spawn_async_in_group(cmd)?;
+        let stdout = child.child.stdout.take().context("no lab-dma stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let wait = async {
+            while let Some(line) = lines.next_line().await? {
+                if line.starts_with("lab-dma: listening") {
+                    return anyhow::Ok(());
+                }
+            }
+            bail!("lab-dma exited before listening (see {})", log.display())
+        };
+        tokio::time::timeout(Duration::from_secs(10), wait)
+            .await
+            .context("lab-dma did not listen within 10 s")??;
+        // Keep draining stdout so the device never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(RunningDevice {
+            spec: self.clone(),
+            socket,
+            log,
+            index,
+            _child: child,
+        })
+    }
+}
+
+/// A device model process serving one VM; killed with the VM.
+#[derive(Debug)]
+pub struct RunningDevice {
+    pub spec: DeviceSpec,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+    pub index: usize,
+    _child: AsyncGroupChild,
+}
+
+impl RunningDevice {
+    pub fn qemu_args(&self) -> Vec<String> {
+        vec![
+            "-device".into(),
+            format!(
+                "{{\"driver\":\"vfio-user-pci\",\"id\":\"dma{}\",\"socket\":{{\"type\":\"unix\",\"path\":\"{}\"}}}}",
+                self.index,
+                self.socket.display()
+            ),
+        ]
+    }
+}
+
+/// The `lab-dma` binary: `LAB_DMA_BIN`, else beside the running executable (cargo puts test
+/// binaries in `deps/`, so its parent too), else built now with cargo (under a lock).
+pub fn dma_binary() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("LAB_DMA_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe()?;
+    let mut dirs = vec![];
+    if let Some(dir) = exe.parent() {
+        dirs.push(dir.to_path_buf());
+        if let Some(parent) = dir.parent() {
+            dirs.push(parent.to_path_buf());
+        }
+    }
+    build_dma_binary(&dirs)
+}
+
+fn build_dma_binary(dirs: &[PathBuf]) -> Result<PathBuf> {
+    let cache = crate::cache::Cache::from_env()?;
+    let _lock = cache.lock("build-lab-dma")?;
+    // Always ask cargo: it is a no-op when the binary is fresh and rebuilds it when the device
+    // model's sources changed, so a stale device never runs silently.
+    let profile_dir = dirs.last().cloned().unwrap_or_default();
+    let release = profile_dir.file_name().is_some_and(|n| n == "release");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-q", "-p", "lab-dma", "--bin", "lab-dma"])
+        .current_dir(crate::repo_path(""));
+    if release {
+        cmd.arg("--release");
+    }
+    if let Some(target_dir) = profile_dir.parent() {
+        cmd.env("CARGO_TARGET_DIR", target_dir);
+    }
+    let status = cmd.status().context("running cargo to build lab-dma")?;
+    if !status.success() {
+        bail!("building lab-dma failed; set LAB_DMA_BIN to a built lab-dma binary");
+    }
+    dirs.iter()
+        .map(|d| d.join("lab-dma"))
+        .find(|p| p.is_file())
+        .context("cargo built lab-dma but it is not beside this executable; set LAB_DMA_BIN")
+}

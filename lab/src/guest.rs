@@ -1,0 +1,912 @@
+//! Host side of the guest agent: run commands and move files over the agent's framed protocol
+//! (`lab_agent::protocol`), usually carried by a virtio-serial port whose QEMU chardev connects
+//! to a unix socket the host listens on.
+//!
+//! One [`Guest`] multiplexes any number of concurrent calls over one connection: a reader task
+//! routes every response to the call with its id, a writer task serialises frames. When the
+//! connection drops (the guest died or powered off), every pending and later call fails at once
+//! with [`GuestError::Disconnected`].
+
+use lab_agent::protocol::{self, ExecRequest, ProtocolError, Request, Response, PREFIX_LEN};
+use std::collections::HashMap;
+use std::fmt;
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, watch};
+use tokio::task::AbortHandle;
+
+pub use lab_agent::protocol::{Hello, PORT_NAME, PROTOCOL_VERSION};
+
+/// The static guest agent (x86_64, no PT_INTERP), built by `lab/build.rs`; the image puts it
+/// at `/init`.
+pub const AGENT_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lab-agent"));
+
+/// Path of the agent binary on the build host (the file [`AGENT_BINARY`] was read from).
+pub const AGENT_BINARY_PATH: &str = concat!(env!("OUT_DIR"), "/lab-agent");
+
+/// Default command timeout of [`GuestCommand::new`].
+pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long file operations, pings and power-off may take before the agent is declared
+/// unresponsive.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Extra time the host gives the agent, beyond a command's own timeout, to report its end.
+const EXEC_REPLY_GRACE: Duration = Duration::from_secs(30);
+
+/// How much of stdout/stderr a timeout or failure error quotes.
+const TAIL_BYTES: usize = 4096;
+const TAIL_LINES: usize = 30;
+
+/// Errors of guest calls. A command exiting non-zero is not one of them (see
+/// [`Guest::exec_ok`] for that).
+#[derive(Debug, thiserror::Error)]
+pub enum GuestError {
+    #[error(
+        "guest command {argv:?} timed out after {timeout:?}; its process group was killed\n\
+         --- stdout (tail) ---\n{stdout_tail}\n--- stderr (tail) ---\n{stderr_tail}"
+    )]
+    Timeout {
+        argv: Vec<String>,
+        timeout: Duration,
+        stdout_tail: String,
+        stderr_tail: String,
+    },
+    #[error(
+        "guest command {argv:?} failed with {status}\n\
+         --- stdout (tail) ---\n{stdout_tail}\n--- stderr (tail) ---\n{stderr_tail}"
+    )]
+    Failed {
+        argv: Vec<String>,
+        status: ExitStatus,
+        stdout_tail: String,
+        stderr_tail: String,
+    },
+    /// The agent refused or could not carry out a request (no such file, program not found...).
+    #[error("guest agent could not {what}: {message}")]
+    Agent { what: String, message: String },
+    #[error("guest agent connection lost during {what}: {reason}")]
+    Disconnected { what: String, reason: String },
+    #[error("guest agent did not answer {what} within {after:?} (guest hung?)")]
+    NoReply { what: String, after: Duration },
+    #[error("guest agent did not say hello within {0:?}")]
+    NotReady(Duration),
+    #[error("guest agent speaks protocol {got}, the host speaks {expected}")]
+    ProtocolVersion { got: u32, expected: u32 },
+    #[error("invalid guest request: {0}")]
+    Invalid(String),
+    #[error("guest agent sent {got} in answer to {what}")]
+    Unexpected { what: String, got: String },
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+}
+
+/// A command to run in the guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestCommand {
+    pub argv: Vec<String>,
+    /// Added to the agent's environment (which has PATH, HOME).
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<String>,
+    /// Written to the command's stdin; `None` gives it /dev/null.
+    pub stdin: Option<Vec<u8>>,
+    /// After this the command's whole process group is killed and exec fails with
+    /// [`GuestError::Timeout`].
+    pub timeout: Duration,
+}
+
+impl GuestCommand {
+    pub fn new<I, S>(argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        GuestCommand {
+            argv: argv.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+            cwd: None,
+            stdin: None,
+            timeout: DEFAULT_EXEC_TIMEOUT,
+        }
+    }
+
+    /// `sh -c SCRIPT`.
+    pub fn shell(script: impl Into<String>) -> Self {
+        Self::new(["sh".to_string(), "-c".to_string(), script.into()])
+    }
+
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn cwd(mut self, dir: impl Into<String>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(data.into());
+        self
+    }
+
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitStatus {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl ExitStatus {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+impl fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.code, self.signal) {
+            (Some(c), _) => write!(f, "exit code {c}"),
+            (None, Some(s)) => write!(f, "signal {s}"),
+            (None, None) => write!(f, "unknown status"),
+        }
+    }
+}
+
+/// What a command produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestOutput {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// From spawn to exit, measured in the guest.
+    pub duration: Duration,
+}
+
+impl GuestOutput {
+    pub fn success(&self) -> bool {
+        self.status.success()
+    }
+
+    /// "exit code N" or "signal N".
+    pub fn status_text(&self) -> String {
+        self.status.to_string()
+    }
+
+    /// The status as a shell reports it: the exit code, or 128 + signal number.
+    pub fn exit_code(&self) -> i32 {
+        match (self.status.code, self.status.signal) {
+            (Some(c), _) => c,
+            (None, Some(s)) => 128 + s,
+            (None, None) => 255,
+        }
+    }
+
+    pub fn stdout_str(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    pub fn stderr_str(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+}
+
+type Routed = (Response, Vec<u8>);
+
+#[derive(Default)]
+struct Calls {
+    pending: HashMap<u64, mpsc::UnboundedSender<Routed>>,
+    closed: Option<String>,
+}
+
+#[derive(Clone, Default)]
+struct Status {
+    hello: Option<Hello>,
+    closed: Option<String>,
+}
+
+/// State shared with the reader and writer tasks.
+struct Shared {
+    calls: Mutex<Calls>,
+    status: watch::Sender<Status>,
+    log: Option<Mutex<std::fs::File>>,
+    started: Instant,
+}
+
+impl Shared {
+    fn close(&self, reason: String) {
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        if calls.closed.is_some() {
+            return;
+        }
+        tracing::debug!(target: "guest", "agent connection closed: {reason}");
+        calls.closed = Some(reason.clone());
+        // Dropping the senders wakes every pending call.
+        calls.pending.clear();
+        drop(calls);
+        self.status.send_modify(|s| s.closed = Some(reason));
+    }
+
+    fn closed_reason(&self) -> String {
+        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        calls
+            .closed
+            .clone()
+            .unwrap_or_else(|| "connection closed".into())
+    }
+
+    fn route(&self, resp: Response, payload: Vec<u8>) {
+        if let Response::Hello(h) = &resp {
+            let h = h.clone();
+            self.status.send_modify(|s| s.hello = Some(h));
+        }
+        let Some(id) = resp.id() else {
+            if let Response::Error { message, .. } = &resp {
+                tracing::warn!(target: "guest", "agent error: {message}");
+            }
+            return;
+        };
+        let tx = {
+            let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            calls.pending.get(&id).cloned()
+        };
+        match tx {
+            Some(tx) => {
+                let _ = tx.send((resp, payload));
+            }
+            // Late output of a cancelled call, or a ping answered after wait_ready returned.
+            None => tracing::trace!(target: "guest", id, "response for no pending call"),
+        }
+    }
+
+    fn log_line(&self, line: &str) {
+        if let Some(f) = &self.log {
+            let t = self.started.elapsed().as_secs_f64();
+            let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = writeln!(f, "[{t:10.3}] {line}");
+        }
+    }
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    tx: mpsc::UnboundedSender<Vec<u8>>,
+    reader: AbortHandle,
+    next_id: AtomicU64,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The writer task ends by itself once `tx` is gone.
+        self.reader.abort();
+    }
+}
+
+/// A connection to a guest agent. Cheap to clone; all clones share the connection and any
+/// number of calls may run at once.
+#[derive(Clone)]
+pub struct Guest {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Guest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guest")
+            .field("hello", &self.hello())
+            .field("closed", &self.inner.shared.status.borrow().closed)
+            .finish()
+    }
+}
+
+/// A registered call: receives the responses for its id; unregisters on drop (so a cancelled
+/// call leaks nothing).
+struct Call {
+    id: u64,
+    rx: mpsc::UnboundedReceiver<Routed>,
+    shared: Arc<Shared>,
+    what: String,
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        let mut calls = self.shared.calls.lock().unwrap_or_else(|p| p.into_inner());
+        calls.pending.remove(&self.id);
+    }
+}
+
+impl Call {
+    async fn next(&mut self, deadline: Instant, after: Duration) -> Result<Routed, GuestError> {
+        match tokio::time::timeout_at(deadline.into(), self.rx.recv()).await {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => Err(GuestError::Disconnected {
+                what: self.what.clone(),
+                reason: self.shared.closed_reason(),
+            }),
+            Err(_) => Err(GuestError::NoReply {
+                what: self.what.clone(),
+                after,
+            }),
+        }
+    }
+
+    fn unexpected(&self, got: &Response) -> GuestError {
+        GuestError::Unexpected {
+            what: self.what.clone(),
+            got: format!("{got:?}"),
+        }
+    }
+}
+
+impl Guest {
+    /// Takes over a connected stream to the agent (the accepted chardev connection, or a
+    /// `lab-agent --serve-unix` socket). Must be called inside a tokio runtime.
+    pub fn new(stream: UnixStream) -> Guest {
+        Self::build(stream, None)
+    }
+
+    /// Like [`Guest::new`], also appending every command, output line and exit to `log`
+    /// (kept with a test's results).
+    pub fn with_log(stream: UnixStream, log: &Path) -> std::io::Result<Guest> {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", log.display())))?;
+        Ok(Self::build(stream, Some(f)))
+    }
+
+    fn build(stream: UnixStream, log: Option<std::fs::File>) -> Guest {
+        let (rd, mut wr) = stream.into_split();
+        let shared = Arc::new(Shared {
+            calls: Mutex::new(Calls::default()),
+            status: watch::Sender::new(Status::default()),
+            log: log.map(Mutex::new),
+            started: Instant::now(),
+        });
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+
+        // Whole frames only: a cancelled caller can never leave half a frame on the wire.
+        let wshared = shared.clone();
+        tokio::spawn(async move {
+            while let Some(frame) = rx.recv().await {
+                if let Err(e) = wr.write_all(&frame).await {
+                    wshared.close(format!("write to the agent failed: {e}"));
+                    return;
+                }
+            }
+        });
+
+        let rshared = shared.clone();
+        let reader = tokio::spawn(async move {
+            let mut rd = rd;
+            let reason = loop {
+                match read_frame_async(&mut rd).await {
+                    Ok(Some((resp, payload))) => rshared.route(resp, payload),
+                    Ok(None) => break "the agent closed the connection".to_string(),
+                    Err(e) if !e.is_desync() => {
+                        tracing::warn!(target: "guest", "ignoring a frame from the agent: {e}")
+                    }
+                    Err(e) => break e.to_string(),
+                }
+            };
+            rshared.close(reason);
+        })
+        .abort_handle();
+
+        // Ids start at a time-derived offset so replies queued for an earlier client of the
+        // same port cannot be mistaken for ours.
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() as u64)
+            .unwrap_or(0);
+        Guest {
+            inner: Arc::new(Inner {
+                shared,
+                tx,
+                reader,
+                next_id: AtomicU64::new((seed << 16) + 1),
+            }),
+        }
+    }
+
+    /// The agent's latest hello, if one arrived.
+    pub fn hello(&self) -> Option<Hello> {
+        self.inner.shared.status.borrow().hello.clone()
+    }
+
+    /// Why the connection is gone, or `None` while it is up.
+    pub fn closed(&self) -> Option<String> {
+        self.inner.shared.status.borrow().closed.clone()
+    }
+
+    /// Resolves when the connection is lost, with the reason.
+    pub async fn disconnected(&self) -> String {
+        let mut rx = self.inner.shared.status.subscribe();
+        let reason = match rx.wait_for(|s| s.closed.is_some()).await {
+            Ok(s) => s.closed.clone().unwrap_or_default(),
+            Err(_) => "connection dropped".into(),
+        };
+        reason
+    }
+
+    /// Waits until the agent has said hello (it does so unsolicited when its port opens; a
+    /// ping every second covers a greeting sent before this host connected). Checks the
+    /// protocol version.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<Hello, GuestError> {
+        let deadline = Instant::now() + timeout;
+        let mut rx = self.inner.shared.status.subscribe();
+        loop {
+            {
+                let s = rx.borrow_and_update();
+                if let Some(h) = &s.hello {
+                    return check_version(h.clone());
+                }
+                if let Some(reason) = &s.closed {
+                    return Err(GuestError::Disconnected {
+                        what: "waiting for the agent's hello".into(),
+                        reason: reason.clone(),
+                    });
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(GuestError::NotReady(timeout));
+            }
+            let id = self.next_id();
+            self.send(&Request::Ping { id }, &[], "ping")?;
+            let wake = deadline.min(Instant::now() + Duration::from_secs(1));
+            let _ = tokio::time::timeout_at(wake.into(), rx.changed()).await;
+        }
+    }
+
+    /// One round trip: returns the agent's fresh hello (guest uptime included).
+    pub async fn ping(&self) -> Result<Hello, GuestError> {
+        let mut call = self.call(|id| Request::Ping { id }, &[], "ping".into())?;
+        let (resp, _) = call
+            .next(Instant::now() + REQUEST_TIMEOUT, REQUEST_TIMEOUT)
+            .await?;
+        match resp {
+            Response::Hello(h) => check_version(h),
+            other => Err(call.unexpected(&other)),
+        }
+    }
+
+    /// Runs a command. Its output is streamed, line by line, to tracing (target `guest`) and
+    /// to the log file as it arrives. A non-zero exit is returned as output, not as an error;
+    /// exceeding `cmd.timeout` is [`GuestError::Timeout`].
+    pub async fn exec(&self, cmd: &GuestCommand) -> Result<GuestOutput, GuestError> {
+        if cmd.argv.is_empty() {
+            return Err(GuestError::Invalid("exec with an empty argv".into()));
+        }
+        let argv = cmd.argv.clone();
+        let timeout_ms = u64::try_from(cmd.timeout.as_millis()).unwrap_or(u64::MAX);
+        let stdin = cmd.stdin.as_deref().unwrap_or_default();
+        let mut call = self.call(
+            |id| {
+                Request::Exec(ExecRequest {
+                    id,
+                    argv: argv.clone(),
+                    env: cmd.env.clone(),
+                    cwd: cmd.cwd.clone(),
+                    stdin: cmd.stdin.is_some(),
+                    timeout_ms: Some(timeout_ms),
+                })
+            },
+            stdin,
+            format!("exec {argv:?}"),
+        )?;
+        let id = call.id;
+        let shared = self.inner.shared.clone();
+        let label = format!("{}#{id}", short_name(&argv[0]));
+        tracing::debug!(target: "guest", id, "exec {argv:?}");
+        shared.log_line(&format!("{label} $ {}", shell_words(&argv)));
+
+        let after = cmd.timeout + EXEC_REPLY_GRACE;
+        let deadline = Instant::now() + after;
+        let mut stdout = Lines::new(&label, "stdout");
+        let mut stderr = Lines::new(&label, "stderr");
+        loop {
+            let (resp, payload) = call.next(deadline, after).await?;
+            match resp {
+                Response::Stdout { .. } => stdout.push(&payload, &shared),
+                Response::Stderr { .. } => stderr.push(&payload, &shared),
+                Response::Exit {
+                    code,
+                    signal,
+                    timed_out,
+                    duration_us,
+                    ..
+                } => {
+                    stdout.finish(&shared);
+                    stderr.finish(&shared);
+                    let status = ExitStatus { code, signal };
+                    let duration = Duration::from_micros(duration_us);
+                    shared.log_line(&format!(
+                        "{label} {} after {duration:?}",
+                        if timed_out {
+                            format!("timed out ({status})")
+                        } else {
+                            status.to_string()
+                        }
+                    ));
+                    if timed_out {
+                        tracing::warn!(target: "guest", id, "{argv:?} timed out after {:?}", cmd.timeout);
+                        return Err(GuestError::Timeout {
+                            argv,
+                            timeout: cmd.timeout,
+                            stdout_tail: tail(&stdout.all),
+                            stderr_tail: tail(&stderr.all),
+                        });
+                    }
+                    tracing::debug!(target: "guest", id, "{argv:?}: {status} after {duration:?}");
+                    return Ok(GuestOutput {
+                        status,
+                        stdout: stdout.all,
+                        stderr: stderr.all,
+                        duration,
+                    });
+                }
+                Response::Error { message, .. } => {
+                    shared.log_line(&format!("{label} error: {message}"));
+                    return Err(GuestError::Agent {
+                        what: format!("run {argv:?}"),
+                        message,
+                    });
+                }
+                other => return Err(call.unexpected(&other)),
+            }
+        }
+    }
+
+    /// [`exec`](Self::exec), but a command that does not exit with 0 is
+    /// [`GuestError::Failed`] quoting its output.
+    pub async fn exec_ok(&self, cmd: &GuestCommand) -> Result<GuestOutput, GuestError> {
+        let out = self.exec(cmd).await?;
+        if out.success() {
+            return Ok(out);
+        }
+        Err(GuestError::Failed {
+            argv: cmd.argv.clone(),
+            status: out.status,
+            stdout_tail: tail(&out.stdout),
+            stderr_tail: tail(&out.stderr),
+        })
+    }
+
+    /// Reads a whole guest file (also /proc and /sys files).
+    pub async fn read_file(&self, path: &str) -> Result<Vec<u8>, GuestError> {
+        let what = format!("read {path}");
+        let mut call = self.call(
+            |id| Request::ReadFile {
+                id,
+                path: path.to_string(),
+            },
+            &[],
+            what.clone(),
+        )?;
+        let (resp, payload) = call
+            .next(Instant::now() + REQUEST_TIMEOUT, REQUEST_TIMEOUT)
+            .await?;
+        match resp {
+            Response::FileData { .. } => Ok(payload),
+            Response::Error { message, .. } => Err(GuestError::Agent { what, message }),
+            other => Err(call.unexpected(&other)),
+        }
+    }
+
+    /// Creates or truncates a guest file (mode 0644 when created) and writes `contents` with
+    /// one write, as sysfs/procfs attributes need.
+    pub async fn write_file(&self, path: &str, contents: &[u8]) -> Result<(), GuestError> {
+        self.write(path, contents, None).await
+    }
+
+    /// [`write_file`](Self::write_file), then sets the file's mode (e.g. `0o755`).
+    pub async fn write_file_mode(
+        &self,
+        path: &str,
+        contents: &[u8],
+        mode: u32,
+    ) -> Result<(), GuestError> {
+        self.write(path, contents, Some(mode)).await
+    }
+
+    async fn write(
+        &self,
+        path: &str,
+        contents: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), GuestError> {
+        let what = format!("write {path}");
+        let mut call = self.call(
+            |id| Request::WriteFile {
+                id,
+                path: path.to_string(),
+                mode,
+            },
+            contents,
+            what.clone(),
+        )?;
+        let (resp, _) = call
+            .next(Instant::now() + REQUEST_TIMEOUT, REQUEST_TIMEOUT)
+            .await?;
+        match resp {
+            Response::Done { .. } => Ok(()),
+            Response::Error { message, .. } => Err(GuestError::Agent { what, message }),
+            other => Err(call.unexpected(&other)),
+        }
+    }
+
+    /// Asks the agent to power the guest off (sync, then poweroff). Returns once the agent has
+    /// acknowledged or the connection has closed; the VM layer waits for QEMU to exit.
+    pub async fn shutdown(&self) -> Result<(), GuestError> {
+        let mut call = match self.call(|id| Request::PowerOff { id }, &[], "power off".into()) {
+            Ok(c) => c,
+            // Already gone: nothing left to shut down through the agent.
+            Err(GuestError::Disconnected { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        match call
+            .next(Instant::now() + REQUEST_TIMEOUT, REQUEST_TIMEOUT)
+            .await
+        {
+            Ok((Response::Done { .. }, _)) | Err(GuestError::Disconnected { .. }) => Ok(()),
+            Ok((Response::Error { message, .. }, _)) => Err(GuestError::Agent {
+                what: "power off".into(),
+                message,
+            }),
+            Ok((other, _)) => Err(call.unexpected(&other)),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn next_id(&self) -> u64 {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn send(&self, req: &Request, payload: &[u8], what: &str) -> Result<(), GuestError> {
+        let frame = protocol::encode_frame(req, payload)?;
+        self.inner
+            .tx
+            .send(frame)
+            .map_err(|_| GuestError::Disconnected {
+                what: what.to_string(),
+                reason: self.inner.shared.closed_reason(),
+            })
+    }
+
+    /// Registers a call, then sends its request (registering first: the answer may be fast).
+    fn call(
+        &self,
+        make: impl FnOnce(u64) -> Request,
+        payload: &[u8],
+        what: String,
+    ) -> Result<Call, GuestError> {
+        let id = self.next_id();
+        let req = make(id);
+        let frame = protocol::encode_frame(&req, payload)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        {
+            let mut calls = self
+                .inner
+                .shared
+                .calls
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some(reason) = &calls.closed {
+                return Err(GuestError::Disconnected {
+                    what,
+                    reason: reason.clone(),
+                });
+            }
+            calls.pending.insert(id, tx);
+        }
+        let call = Call {
+            id,
+            rx,
+            shared: self.inner.shared.clone(),
+            what,
+        };
+        if self.inner.tx.send(frame).is_err() {
+            return Err(GuestError::Disconnected {
+                what: call.what.clone(),
+                reason: self.inner.shared.closed_reason(),
+            });
+        }
+        Ok(call)
+    }
+}
+
+fn check_version(h: Hello) -> Result<Hello, GuestError> {
+    if h.protocol != PROTOCOL_VERSION {
+        return Err(GuestError::ProtocolVersion {
+            got: h.protocol,
+            expected: PROTOCOL_VERSION,
+        });
+    }
+    Ok(h)
+}
+
+/// Reads one frame; `Ok(None)` on a clean end of stream at a frame boundary.
+async fn read_frame_async<R: AsyncRead + Unpin>(
+    r: &mut R,
+) -> Result<Option<(Response, Vec<u8>)>, ProtocolError> {
+    let mut prefix = [0u8; PREFIX_LEN];
+    let mut got = 0;
+    while got < PREFIX_LEN {
+        let n = r.read(&mut prefix[got..]).await?;
+        if n == 0 {
+            if got == 0 {
+                return Ok(None);
+            }
+            return Err(ProtocolError::Truncated {
+                what: "frame length prefix",
+                expected: PREFIX_LEN,
+                got,
+            });
+        }
+        got += n;
+    }
+    let (hlen, plen) = protocol::parse_prefix(&prefix)?;
+    let total = hlen + plen;
+    let mut body = Vec::with_capacity(total.min(64 << 10));
+    r.take(total as u64).read_to_end(&mut body).await?;
+    if body.len() < total {
+        return Err(ProtocolError::Truncated {
+            what: "frame body",
+            expected: total,
+            got: body.len(),
+        });
+    }
+    protocol::decode_body(hlen, body).map(Some)
+}
+
+/// Splits one output stream into lines for tracing and the log, keeping all bytes.
+struct Lines {
+    label: String,
+    stream: &'static str,
+    all: Vec<u8>,
+    /// Start of the line not yet logged.
+    line_start: usize,
+}
+
+impl Lines {
+    /// A line longer than this is logged in pieces.
+    const MAX_LINE: usize = 16 << 10;
+
+    fn new(label: &str, stream: &'static str) -> Self {
+        Lines {
+            label: label.to_string(),
+            stream,
+            all: Vec::new(),
+            line_start: 0,
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8], shared: &Shared) {
+        self.all.extend_from_slice(chunk);
+        while let Some(nl) = self.all[self.line_start..].iter().position(|&b| b == b'\n') {
+            let end = self.line_start + nl;
+            self.emit(self.line_start, end, shared);
+            self.line_start = end + 1;
+        }
+        if self.all.len() - self.line_start > Self::MAX_LINE {
+            self.emit(self.line_start, self.all.len(), shared);
+            self.line_start = self.all.len();
+        }
+    }
+
+    fn finish(&mut self, shared: &Shared) {
+        if self.line_start < self.all.len() {
+            self.emit(self.line_start, self.all.len(), shared);
+            self.line_start = self.all.len();
+        }
+    }
+
+    fn emit(&self, start: usize, end: usize, shared: &Shared) {
+        let line = String::from_utf8_lossy(&self.all[start..end]);
+        tracing::info!(target: "guest", cmd = %self.label, stream = self.stream, "{line}");
+        shared.log_line(&format!("{} {}: {line}", self.label, self.stream));
+    }
+}
+
+/// The last lines of some output, for error messages.
+fn tail(bytes: &[u8]) -> String {
+    let start = bytes.len().saturating_sub(TAIL_BYTES);
+    let text = String::from_utf8_lossy(&bytes[start..]);
+    let lines: Vec<&str> = text.lines().collect();
+    let skip = lines.len().saturating_sub(TAIL_LINES);
+    let mut out = lines[skip..].join("\n");
+    if start > 0 || skip > 0 {
+        out.insert_str(0, "[...]\n");
+    }
+    out
+}
+
+fn short_name(program: &str) -> &str {
+    program.rsplit('/').next().unwrap_or(program)
+}
+
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The embedded agent must run in an initramfs without a dynamic loader or libc.
+    #[test]
+    fn embedded_agent_is_a_static_x86_64_elf() {
+        let b = AGENT_BINARY;
+        assert!(b.len() > 64, "agent binary is only {} bytes", b.len());
+        assert_eq!(&b[..4], b"\x7fELF", "agent binary is not ELF");
+        assert_eq!(b[4], 2, "agent binary is not 64-bit ELF");
+        assert_eq!(b[5], 1, "agent binary is not little-endian");
+        let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        assert_eq!(u16_at(18), 62, "agent binary is not x86_64 (e_machine)");
+        let e_type = u16_at(16);
+        assert!(
+            e_type == 2 || e_type == 3,
+            "agent binary e_type {e_type} is not EXEC or DYN"
+        );
+        let phoff = u64_at(32) as usize;
+        let phentsize = u16_at(54) as usize;
+        let phnum = u16_at(56) as usize;
+        assert!(phnum > 0 && phoff + phnum * phentsize <= b.len());
+        for i in 0..phnum {
+            let p_type = u32_at(phoff + i * phentsize);
+            // PT_INTERP: would need ld-linux from the (absent) guest libc.
+            assert_ne!(
+                p_type, 3,
+                "agent binary has PT_INTERP: it is dynamically linked"
+            );
+        }
+    }
+
+    #[test]
+    fn tail_keeps_the_end() {
+        let text: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        let t = tail(text.as_bytes());
+        assert!(t.starts_with("[...]\n"), "{t}");
+        assert!(t.ends_with("line 99"), "{t}");
+        assert_eq!(t.lines().count(), TAIL_LINES + 1);
+        assert_eq!(tail(b"short\n"), "short");
+    }
+
+    #[test]
+    fn shell_words_quote_what_needs_it() {
+        let argv = ["sh", "-c", "echo 'hi' there", ""].map(String::from);
+        assert_eq!(shell_words(&argv), r#"sh -c 'echo '\''hi'\'' there' ''"#);
+    }
+
+    #[test]
+    fn exit_status_display() {
+        let s = |code, signal| ExitStatus { code, signal }.to_string();
+        assert_eq!(s(Some(3), None), "exit code 3");
+        assert_eq!(s(None, Some(9)), "signal 9");
+    }
+}

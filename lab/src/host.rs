@@ -1,0 +1,214 @@
+//! The lab on this host: cache, pinned QEMU, probed accelerator and the defaults (kernel, guest
+//! image, topology) that tests and the CLI compose VMs from.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::cache::Cache;
+use crate::devices::DeviceSpec;
+use crate::image::{build_image, GuestImage, ImageRecipe};
+use crate::toolchain::{choose_accel, Accel, AccelProbe, Qemu};
+use crate::topology::Topology;
+use crate::vm::{BootKernel, Vm, VmSpec};
+
+/// The topology tests and `lab run` use unless told otherwise.
+pub const DEFAULT_TOPOLOGY: &str = "ci-2node-4llc";
+/// The guest image recipe used unless told otherwise.
+pub const DEFAULT_IMAGE: &str = "default";
+
+/// This host's lab.
+#[derive(Debug, Clone)]
+pub struct Lab {
+    pub cache: Cache,
+    pub qemu: Qemu,
+    pub accel: Accel,
+    pub accel_probe: AccelProbe,
+    default_kernel: BootKernel,
+}
+
+/// What one boot is made of; unset fields take the lab's defaults.
+#[derive(Debug, Clone, Default)]
+pub struct BootOptions {
+    pub name: String,
+    pub topology: Option<String>,
+    pub kernel: Option<BootKernel>,
+    pub image: Option<String>,
+    pub cmdline: Vec<String>,
+    pub devices: Vec<DeviceSpec>,
+    pub accel: Option<Accel>,
+    pub boot_timeout: Option<Duration>,
+    /// Where logs go; default `results/<name>/` in the checkout (`LAB_RESULTS_DIR` overrides).
+    pub log_dir: Option<PathBuf>,
+}
+
+impl BootOptions {
+    pub fn named(name: &str) -> BootOptions {
+        BootOptions {
+            name: name.to_string(),
+            ..BootOptions::default()
+        }
+    }
+
+    pub fn topology(mut self, name: &str) -> Self {
+        self.topology = Some(name.to_string());
+        self
+    }
+
+    pub fn kernel(mut self, kernel: BootKernel) -> Self {
+        self.kernel = Some(kernel);
+        self
+    }
+
+    pub fn cmdline(mut self, arg: &str) -> Self {
+        self.cmdline.push(arg.to_string());
+        self
+    }
+
+    pub fn device(mut self, device: DeviceSpec) -> Self {
+        self.devices.push(device);
+        self
+    }
+
+    pub fn boot_timeout(mut self, timeout: Duration) -> Self {
+        self.boot_timeout = Some(timeout);
+        self
+    }
+}
+
+/// Where results and logs of runs are kept.
+pub fn results_root() -> PathBuf {
+    std::env::var_os("LAB_RESULTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::repo_path("results"))
+}
+
+impl Lab {
+    /// Finds or provisions QEMU and the default kernel, and probes the accelerator (cached).
+    pub fn from_env() -> Result<Lab> {
+        let cache = Cache::from_env()?;
+        let qemu = Qemu::locate(&cache).context("locating QEMU")?;
+        let default_kernel =
+            crate::image::debian_kernel(&cache).context("preparing the default kernel")?;
+        let (accel, accel_probe) = choose_accel(&cache, &qemu, &default_kernel.bzimage)?;
+        tracing::info!(
+            qemu = %qemu.version,
+            accel = accel.name(),
+            reason = %accel_probe.reason,
+            "lab ready"
+        );
+        Ok(Lab {
+            cache,
+            qemu,
+            accel,
+            accel_probe,
+            default_kernel,
+        })
+    }
+
+    /// [`Lab::from_env`] off the async executor (it downloads and may build).
+    pub async fn from_env_async() -> Result<Lab> {
+        tokio::task::spawn_blocking(Lab::from_env).await?
+    }
+
+    pub fn default_kernel(&self) -> &BootKernel {
+        &self.default_kernel
+    }
+
+    /// Whether throughput figures mean anything here (KVM, not TCG).
+    pub fn on_kvm(&self) -> bool {
+        self.accel.is_kvm()
+    }
+
+    /// The guest image for `kernel` (built on first use).
+    pub fn image(&self, recipe: &str, kernel: &BootKernel) -> Result<GuestImage> {
+        let recipe = ImageRecipe::by_name(recipe)?;
+        build_image(&self.cache, &recipe, kernel)
+    }
+
+    /// A boot time limit scaled to the guest: TCG boots grow with the vCPU count.
+    pub fn boot_timeout(&self, topology: &Topology) -> Duration {
+        let cpus = topology.nr_cpus() as u64;
+        if self.accel.is_kvm() {
+            Duration::from_secs(30)
+        } else {
+            Duration::from_secs(30 + 2 * cpus)
+        }
+    }
+
+    /// The spec a [`BootOptions`] resolves to.
+    pub async fn spec(&self, opts: BootOptions) -> Result<VmSpec> {
+        let topology = Topology::by_name(opts.topology.as_deref().unwrap_or(DEFAULT_TOPOLOGY))?;
+        let kernel = opts.kernel.unwrap_or_else(|| self.default_kernel.clone());
+        let lab = self.clone();
+        let image_name = opts.image.unwrap_or_else(|| DEFAULT_IMAGE.to_string());
+        let kernel_for_image = kernel.clone();
+        let image = tokio::task::spawn_blocking(move || lab.image(&image_name, &kernel_for_image))
+            .await??;
+        let log_dir = opts
+            .log_dir
+            .unwrap_or_else(|| results_root().join(sanitize(&opts.name)));
+        Ok(VmSpec {
+            name: sanitize(&opts.name),
+            boot_timeout: opts
+                .boot_timeout
+                .unwrap_or_else(|| self.boot_timeout(&topology)),
+            topology,
+            kernel,
+            initramfs: image.path,
+            accel: opts.accel.unwrap_or(self.accel),
+            cmdline: opts.cmdline,
+            devices: opts.devices,
+            log_dir,
+        })
+    }
+
+    /// Boots a guest and waits until its agent is ready.
+    pub async fn boot(&self, opts: BootOptions) -> Result<Vm> {
+        let spec = self.spec(opts).await?;
+        Vm::boot(&self.qemu, spec).await
+    }
+}
+
+/// File-name-safe form of a run or VM name.
+pub fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.+".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The facts a result manifest records about the host side of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostManifest {
+    pub qemu_version: String,
+    pub qemu_sha256: String,
+    pub qemu_origin: crate::toolchain::QemuOrigin,
+    pub accel: Accel,
+    pub accel_reason: String,
+    pub host_cpu: String,
+    pub host_cores: usize,
+}
+
+impl Lab {
+    pub fn host_manifest(&self) -> HostManifest {
+        HostManifest {
+            qemu_version: self.qemu.version.clone(),
+            qemu_sha256: self.qemu.sha256.clone(),
+            qemu_origin: self.qemu.origin.clone(),
+            accel: self.accel,
+            accel_reason: self.accel_probe.reason.clone(),
+            host_cpu: crate::toolchain::host_cpu_model(),
+            host_cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+        }
+    }
+}

@@ -1,0 +1,487 @@
+//! Guest images: an initramfs assembled from pinned Debian packages (busybox-static and what the
+//! workloads need), the lab's guest agent as `/init`, and the kernel's modules; content-addressed
+//! in the cache. Also the prebuilt Debian kernel the lab boots until a recipe kernel is chosen.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::cache::{hash_parts, Cache};
+use crate::debian::{self, Archive};
+use crate::vm::BootKernel;
+
+/// A guest image recipe (`images/guest/*.toml`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageRecipe {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Debian packages unpacked into the image, with their dependency closure.
+    pub packages: Vec<String>,
+    /// Kernel modules (with their dependencies) copied from the kernel; ones the kernel lacks
+    /// are listed in the image manifest as missing.
+    #[serde(default)]
+    pub modules: Vec<String>,
+}
+
+impl ImageRecipe {
+    pub fn load(path: &Path) -> Result<ImageRecipe> {
+        let text =
+            fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    }
+
+    pub fn by_name(name: &str) -> Result<ImageRecipe> {
+        let path = crate::repo_path(&format!("images/guest/{name}.toml"));
+        if !path.exists() {
+            bail!(
+                "no guest image recipe {name:?} ({} does not exist)",
+                path.display()
+            );
+        }
+        ImageRecipe::load(&path)
+    }
+}
+
+/// A built initramfs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GuestImage {
+    pub recipe: String,
+    pub path: PathBuf,
+    /// The cache key (hash of packages, agent, kernel modules).
+    pub hash: String,
+    pub packages: Vec<String>,
+    pub modules: Vec<String>,
+    pub missing_modules: Vec<String>,
+}
+
+/// Builds (or reuses) the initramfs of `recipe` for `kernel`.
+pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> Result<GuestImage> {
+    let archive = Archive::open(cache)?;
+    let roots: Vec<&str> = recipe.packages.iter().map(String::as_str).collect();
+    let bundle = debian::resolve_bundle(
+        &archive,
+        &debian::LockFile::default_path(),
+        &format!("guest-{}", recipe.name),
+        &roots,
+        Some("trixie"),
+        None,
+    )?;
+    let package_list: Vec<String> = bundle
+        .packages
+        .iter()
+        .map(|p| format!("{}={} {}", p.name, p.version, p.sha256))
+        .collect();
+    let key = hash_parts(&[
+        ("packages", package_list.join("\n").as_bytes()),
+        ("modules", recipe.modules.join(",").as_bytes()),
+        ("kernel", kernel.identity.as_bytes()),
+        ("agent", crate::guest::AGENT_BINARY),
+        ("format", b"newc-v1"),
+    ])[..20]
+        .to_string();
+    let entry = cache.get_or_build("images", &key, |dir| {
+        let root = dir.join("root");
+        debian::unpack_bundle(&archive, &bundle, &root)?;
+        prune_docs(&root);
+        add_merged_usr_links(&root)?;
+        add_busybox_applets(&root)?;
+        let init = root.join("init");
+        fs::write(&init, crate::guest::AGENT_BINARY)?;
+        fs::set_permissions(&init, fs::Permissions::from_mode(0o755))?;
+        let (modules, missing) = match &kernel.modules {
+            Some(dir) => copy_modules(dir, &root, &kernel.release, &recipe.modules)?,
+            None => (vec![], recipe.modules.clone()),
+        };
+        for dir in ["proc", "sys", "dev", "tmp", "run", "mnt", "root", "etc"] {
+            fs::create_dir_all(root.join(dir))?;
+        }
+        fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n")?;
+        fs::write(root.join("etc/group"), "root:x:0:\n")?;
+        let mut out = std::io::BufWriter::new(fs::File::create(dir.join("initramfs.cpio"))?);
+        write_newc(&root, &mut out)?;
+        out.flush()?;
+        drop(out);
+        fs::remove_dir_all(&root)?;
+        let manifest = GuestImage {
+            recipe: recipe.name.clone(),
+            path: PathBuf::new(),
+            hash: key.clone(),
+            packages: package_list.clone(),
+            modules,
+            missing_modules: missing,
+        };
+        fs::write(
+            dir.join("manifest.json"),
+            serde_json::to_string_pretty(&manifest)?,
+        )?;
+        Ok(())
+    })?;
+    let mut image: GuestImage =
+        serde_json::from_str(&fs::read_to_string(entry.join("manifest.json"))?)?;
+    image.path = entry.join("initramfs.cpio");
+    if !image.missing_modules.is_empty() {
+        tracing::info!(
+            "kernel {} lacks modules {:?} (image {})",
+            kernel.name,
+            image.missing_modules,
+            image.recipe
+        );
+    }
+    Ok(image)
+}
+
+/// Documentation and translations are dead weight in a RAM disk.
+fn prune_docs(root: &Path) {
+    for dir in [
+        "usr/share/doc",
+        "usr/share/man",
+        "usr/share/info",
+        "usr/share/locale",
+        "usr/share/lintian",
+    ] {
+        let _ = fs::remove_dir_all(root.join(dir));
+    }
+}
+
+/// Debian's data tarballs carry `usr/bin` etc.; base-files' top-level links are not unpacked.
+fn add_merged_usr_links(root: &Path) -> Result<()> {
+    for (link, target) in [
+        ("bin", "usr/bin"),
+        ("sbin", "usr/sbin"),
+        ("lib", "usr/lib"),
+        ("lib64", "usr/lib64"),
+    ] {
+        fs::create_dir_all(root.join(target))?;
+        let path = root.join(link);
+        if fs::symlink_metadata(&path).is_err() {
+            std::os::unix::fs::symlink(target, &path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Links every busybox applet the image lacks, so the agent's commands find `sh`, `cat`, ...
+/// without an install step at boot. busybox-static runs on the host, so it lists its applets.
+fn add_busybox_applets(root: &Path) -> Result<()> {
+    let busybox = root.join("usr/bin/busybox");
+    if !busybox.exists() {
+        return Ok(());
+    }
+    let out = std::process::Command::new(&busybox)
+        .arg("--list-full")
+        .output()
+        .context("listing busybox applets")?;
+    for applet in String::from_utf8_lossy(&out.stdout).lines() {
+        // "bin/sh", "usr/sbin/chroot", ...: put them all under usr/ (merged /usr).
+        let rel = applet.trim_start_matches("usr/");
+        let path = root.join("usr").join(rel);
+        if fs::symlink_metadata(&path).is_ok() || rel == "bin/busybox" {
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        std::os::unix::fs::symlink("/usr/bin/busybox", &path)?;
+    }
+    Ok(())
+}
+
+fn module_name(path: &str) -> String {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    let stem = file.split(".ko").next().unwrap_or(file);
+    stem.replace('-', "_")
+}
+
+/// Copies the requested modules and their dependencies (per `modules.dep`), decompressed, and
+/// writes a `modules.dep` for busybox's modprobe. Returns (copied, missing).
+fn copy_modules(
+    modules_dir: &Path,
+    root: &Path,
+    release: &str,
+    wanted: &[String],
+) -> Result<(Vec<String>, Vec<String>)> {
+    let dep_text = fs::read_to_string(modules_dir.join("modules.dep"))
+        .with_context(|| format!("reading {}/modules.dep", modules_dir.display()))?;
+    let mut deps: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
+    for line in dep_text.lines() {
+        let Some((module, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let requires = rest.split_whitespace().map(str::to_string).collect();
+        deps.insert(module_name(module), (module.to_string(), requires));
+    }
+    let builtin = fs::read_to_string(modules_dir.join("modules.builtin")).unwrap_or_default();
+    let builtin: BTreeSet<String> = builtin.lines().map(module_name).collect();
+    let mut missing = Vec::new();
+    let mut todo: Vec<String> = Vec::new();
+    for name in wanted {
+        let name = name.replace('-', "_");
+        if deps.contains_key(&name) {
+            todo.push(name);
+        } else if !builtin.contains(&name) {
+            missing.push(name);
+        }
+    }
+    let mut chosen: BTreeMap<String, String> = BTreeMap::new();
+    while let Some(name) = todo.pop() {
+        if chosen.contains_key(&name) {
+            continue;
+        }
+        let Some((path, requires)) = deps.get(&name) else {
+            continue;
+        };
+        chosen.insert(name, path.clone());
+        todo.extend(requires.iter().map(|r| module_name(r)));
+    }
+    let dest = root.join("lib/modules").join(release);
+    fs::create_dir_all(&dest)?;
+    let plain = |p: &str| {
+        p.trim_end_matches(".xz")
+            .trim_end_matches(".zst")
+            .trim_end_matches(".gz")
+            .to_string()
+    };
+    let mut dep_out = String::new();
+    for path in chosen.values() {
+        let src = modules_dir.join(path);
+        let dst = dest.join(plain(path));
+        fs::create_dir_all(dst.parent().unwrap())?;
+        let raw = fs::read(&src).with_context(|| format!("reading {}", src.display()))?;
+        let bytes = if path.ends_with(".xz") {
+            let mut out = Vec::new();
+            xz2::read::XzDecoder::new(&raw[..]).read_to_end(&mut out)?;
+            out
+        } else if path.ends_with(".zst") {
+            zstd::decode_all(&raw[..])?
+        } else if path.ends_with(".gz") {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&raw[..]).read_to_end(&mut out)?;
+            out
+        } else {
+            raw
+        };
+        fs::write(&dst, bytes)?;
+        let requires: Vec<String> = deps[&module_name(path)]
+            .1
+            .iter()
+            .map(|r| plain(r))
+            .collect();
+        dep_out.push_str(&format!("{}: {}\n", plain(path), requires.join(" ")));
+    }
+    fs::write(dest.join("modules.dep"), dep_out)?;
+    for extra in ["modules.builtin", "modules.order"] {
+        let _ = fs::copy(modules_dir.join(extra), dest.join(extra));
+    }
+    Ok((chosen.keys().cloned().collect(), missing))
+}
+
+/// Writes `root` as a "newc" cpio archive (what the kernel unpacks as an initramfs).
+///
+/// Written by hand (about 50 lines) rather than with a crate or the host's `cpio`: the archive
+/// must be byte-for-byte reproducible (sorted entries, zero mtimes and owners) for the cache
+/// key to mean anything, and hosts may lack a `cpio` binary.
+pub fn write_newc(root: &Path, out: &mut impl Write) -> Result<()> {
+    let mut entries = Vec::new();
+    collect(root, root, &mut entries)?;
+    entries.sort();
+    for (ino, rel) in (1u32..).zip(&entries) {
+        let path = root.join(rel);
+        let meta = fs::symlink_metadata(&path)?;
+        let mode = meta.mode();
+        let data = if meta.file_type().is_symlink() {
+            fs::read_link(&path)?.into_os_string().into_encoded_bytes()
+        } else if meta.is_file() {
+            fs::read(&path)?
+        } else {
+            Vec::new()
+        };
+        write_entry(out, rel, ino, mode, &data)?;
+    }
+    write_entry(out, "TRAILER!!!", 0, 0, &[])?;
+    Ok(())
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let rel = path
+            .strip_prefix(root)?
+            .to_str()
+            .context("non-UTF-8 path in image")?
+            .to_string();
+        let file_type = entry.file_type()?;
+        out.push(rel);
+        if file_type.is_dir() {
+            collect(root, &path, out)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_entry(out: &mut impl Write, name: &str, ino: u32, mode: u32, data: &[u8]) -> Result<()> {
+    let nlink = if mode & 0o170000 == 0o040000 { 2 } else { 1 };
+    let header = format!(
+        "070701{ino:08x}{mode:08x}{uid:08x}{gid:08x}{nlink:08x}{mtime:08x}{size:08x}{dmaj:08x}{dmin:08x}{rmaj:08x}{rmin:08x}{namesize:08x}{check:08x}",
+        uid = 0,
+        gid = 0,
+        mtime = 0,
+        size = data.len(),
+        dmaj = 0,
+        dmin = 0,
+        rmaj = 0,
+        rmin = 0,
+        namesize = name.len() + 1,
+        check = 0,
+    );
+    out.write_all(header.as_bytes())?;
+    out.write_all(name.as_bytes())?;
+    out.write_all(&[0])?;
+    pad(out, header.len() + name.len() + 1)?;
+    out.write_all(data)?;
+    pad(out, data.len())?;
+    Ok(())
+}
+
+fn pad(out: &mut impl Write, len: usize) -> Result<()> {
+    let fill = (4 - len % 4) % 4;
+    out.write_all(&[0u8; 3][..fill])?;
+    Ok(())
+}
+
+/// The prebuilt Debian 6.12 kernel (trixie's `linux-image-amd64` target), unpacked into the
+/// cache. It has `ioatdma` but neither `ptdma` nor `dmatest`; recipe kernels have all three.
+pub fn debian_kernel(cache: &Cache) -> Result<BootKernel> {
+    let archive = Archive::open(cache)?;
+    let bundle = debian::resolve_bundle(
+        &archive,
+        &debian::LockFile::default_path(),
+        "kernel-debian-6.12",
+        &["linux-image-amd64"],
+        Some("trixie"),
+        Some("linux-image-6."),
+    )?;
+    let image = bundle
+        .packages
+        .first()
+        .context("linux-image-amd64 resolved to no kernel image")?
+        .clone();
+    let key = hash_parts(&[("deb", image.sha256.as_bytes())])[..16].to_string();
+    let entry = cache.get_or_build("debian-kernels", &key, |dir| {
+        eprintln!(
+            "lab: unpacking Debian kernel {} {}",
+            image.name, image.version
+        );
+        debian::unpack_bundle(&archive, &bundle, dir)?;
+        // The package leaves modules.dep to its postinst; depmod reads <base>/lib/modules.
+        if !dir.join("lib").exists() {
+            std::os::unix::fs::symlink("usr/lib", dir.join("lib"))?;
+        }
+        let release = fs::read_dir(dir.join("usr/lib/modules"))?
+            .flatten()
+            .next()
+            .context("the Debian kernel package has no modules")?
+            .file_name();
+        let status = std::process::Command::new("depmod")
+            .arg("-b")
+            .arg(dir)
+            .arg(&release)
+            .status()
+            .context("running depmod (install kmod)")?;
+        if !status.success() {
+            bail!("depmod failed for the Debian kernel");
+        }
+        Ok(())
+    })?;
+    let boot = entry.join("boot");
+    let vmlinuz = fs::read_dir(&boot)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
+        })
+        .context("the Debian kernel package has no vmlinuz")?;
+    let release = vmlinuz
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .trim_start_matches("vmlinuz-")
+        .to_string();
+    let modules = ["usr/lib/modules", "lib/modules"]
+        .iter()
+        .map(|d| entry.join(d).join(&release))
+        .find(|p| p.is_dir());
+    Ok(BootKernel {
+        name: format!("debian-{}", image.version),
+        release,
+        bzimage: vmlinuz,
+        modules,
+        cmdline: vec![],
+        identity: format!("{}={} sha256:{}", image.name, image.version, image.sha256),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newc_archive_is_reproducible_and_well_formed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        fs::create_dir_all(root.join("bin")).unwrap();
+        fs::write(root.join("bin/hello"), b"hi there").unwrap();
+        std::os::unix::fs::symlink("hello", root.join("bin/hi")).unwrap();
+        let mut a = Vec::new();
+        write_newc(&root, &mut a).unwrap();
+        let mut b = Vec::new();
+        write_newc(&root, &mut b).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.len() % 4, 0);
+        assert!(a.starts_with(b"070701"));
+        let text = String::from_utf8_lossy(&a);
+        assert!(
+            text.contains("bin/hello") && text.contains("hi there") && text.contains("TRAILER!!!")
+        );
+    }
+
+    #[test]
+    fn module_closure_follows_modules_dep() {
+        let dir = tempfile::tempdir().unwrap();
+        let mods = dir.path().join("mods");
+        fs::create_dir_all(mods.join("kernel/drivers/dma/ioat")).unwrap();
+        fs::create_dir_all(mods.join("kernel/drivers/dca")).unwrap();
+        fs::write(mods.join("kernel/drivers/dma/ioat/ioatdma.ko"), b"ioat").unwrap();
+        fs::write(mods.join("kernel/drivers/dca/dca.ko"), b"dca").unwrap();
+        fs::write(
+            mods.join("modules.dep"),
+            "kernel/drivers/dma/ioat/ioatdma.ko: kernel/drivers/dca/dca.ko\nkernel/drivers/dca/dca.ko:\n",
+        )
+        .unwrap();
+        fs::write(
+            mods.join("modules.builtin"),
+            "kernel/drivers/virtio/virtio_pci.ko\n",
+        )
+        .unwrap();
+        let root = dir.path().join("root");
+        let (copied, missing) = copy_modules(
+            &mods,
+            &root,
+            "6.12-test",
+            &["ioatdma".into(), "ptdma".into(), "virtio_pci".into()],
+        )
+        .unwrap();
+        assert_eq!(copied, vec!["dca".to_string(), "ioatdma".to_string()]);
+        assert_eq!(missing, vec!["ptdma".to_string()]);
+        let dep = fs::read_to_string(root.join("lib/modules/6.12-test/modules.dep")).unwrap();
+        assert!(dep.contains("kernel/drivers/dma/ioat/ioatdma.ko: kernel/drivers/dca/dca.ko"));
+    }
+}

@@ -1,0 +1,220 @@
+//! Config fragments and the post-`olddefconfig` check. Kconfig silently drops a requested option
+//! whose dependencies are unmet (or that this kernel does not have), so every line of every lab
+//! fragment is compared with the resulting `.config` and a difference fails the build.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+/// One requested setting: `CONFIG_X=value` or `# CONFIG_X is not set` (value `n`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting {
+    pub symbol: String,
+    pub value: String,
+    pub fragment: String,
+    pub line: usize,
+}
+
+/// A symbol that did not end up with the requested value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config symbol {symbol}: {fragment}:{line} asks for {wanted}, but after olddefconfig it is {got}{hint}")]
+pub struct ConfigMismatch {
+    pub symbol: String,
+    pub wanted: String,
+    pub got: String,
+    pub fragment: String,
+    pub line: usize,
+    /// Why, when known (symbol unknown to this kernel, or dependencies unmet).
+    pub hint: String,
+}
+
+/// Parses a fragment; other lines must be comments or blank.
+pub fn parse_fragment(name: &str, text: &str) -> Result<Vec<Setting>> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        let lineno = i + 1;
+        if let Some(rest) = line.strip_prefix("# CONFIG_") {
+            if let Some(sym) = rest.strip_suffix(" is not set") {
+                check_symbol(name, lineno, sym)?;
+                out.push(Setting {
+                    symbol: format!("CONFIG_{sym}"),
+                    value: "n".into(),
+                    fragment: name.into(),
+                    line: lineno,
+                });
+            }
+            continue;
+        }
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("CONFIG_") else {
+            anyhow::bail!("{name}:{lineno}: expected CONFIG_X=value or a comment, got {raw:?}");
+        };
+        let (sym, value) = rest
+            .split_once('=')
+            .with_context(|| format!("{name}:{lineno}: expected CONFIG_X=value, got {raw:?}"))?;
+        check_symbol(name, lineno, sym)?;
+        if value.is_empty() {
+            anyhow::bail!("{name}:{lineno}: CONFIG_{sym} has an empty value");
+        }
+        out.push(Setting {
+            symbol: format!("CONFIG_{sym}"),
+            value: value.to_string(),
+            fragment: name.into(),
+            line: lineno,
+        });
+    }
+    Ok(out)
+}
+
+fn check_symbol(name: &str, line: usize, sym: &str) -> Result<()> {
+    if sym.is_empty() || !sym.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        anyhow::bail!("{name}:{line}: {sym:?} is not a config symbol");
+    }
+    Ok(())
+}
+
+/// `.config` as a map; unset symbols are absent.
+pub fn parse_dot_config(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter(|l| l.starts_with("CONFIG_"))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Every setting whose value differs in `dot_config` (`n` matches an unset symbol). The last
+/// request for a symbol wins, as it does when Kconfig reads the merged file.
+pub fn mismatches(
+    settings: &[Setting],
+    dot_config: &HashMap<String, String>,
+) -> Vec<ConfigMismatch> {
+    let mut last: HashMap<&str, &Setting> = HashMap::new();
+    for s in settings {
+        last.insert(&s.symbol, s);
+    }
+    let mut out: Vec<ConfigMismatch> = settings
+        .iter()
+        .filter(|s| std::ptr::eq(*last.get(s.symbol.as_str()).expect("inserted"), *s))
+        .filter_map(|s| {
+            let got = dot_config.get(&s.symbol).map(String::as_str).unwrap_or("n");
+            (got != s.value).then(|| ConfigMismatch {
+                symbol: s.symbol.clone(),
+                wanted: s.value.clone(),
+                got: if dot_config.contains_key(&s.symbol) {
+                    got.to_string()
+                } else {
+                    "not set".to_string()
+                },
+                fragment: s.fragment.clone(),
+                line: s.line,
+                hint: String::new(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.fragment, a.line).cmp(&(&b.fragment, b.line)));
+    out
+}
+
+/// Fills in why a symbol was dropped: whether any Kconfig file of `tree` defines it.
+pub fn explain(tree: &Path, mismatch: &mut ConfigMismatch) {
+    let sym = mismatch.symbol.trim_start_matches("CONFIG_");
+    let defined = kconfig_files(tree).into_iter().any(|f| {
+        std::fs::read_to_string(&f).is_ok_and(|t| {
+            t.lines().any(|l| {
+                let l = l.trim();
+                l == format!("config {sym}") || l == format!("menuconfig {sym}")
+            })
+        })
+    });
+    mismatch.hint = if defined {
+        " (the symbol exists: a dependency is unmet or a `select`/choice overrides it; \
+         see `make menuconfig` and search for it)"
+            .to_string()
+    } else {
+        " (no Kconfig file of this kernel defines it: the option was removed or renamed)"
+            .to_string()
+    };
+}
+
+fn kconfig_files(tree: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![tree.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(ft) = e.file_type() else { continue };
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if ft.is_dir() {
+                // The object tree and VCS metadata hold no Kconfig sources.
+                if !matches!(name.as_ref(), "obj" | ".git" | "Documentation" | "tools") {
+                    stack.push(e.path());
+                }
+            } else if name.starts_with("Kconfig") {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fragment_parsing_and_errors_name_the_line() {
+        let s = parse_fragment(
+            "f.config",
+            "# c\nCONFIG_A=y\n# CONFIG_B is not set\nCONFIG_S=\"x y\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.len(), 3);
+        assert_eq!(
+            (s[1].symbol.as_str(), s[1].value.as_str(), s[1].line),
+            ("CONFIG_B", "n", 3)
+        );
+        let err = parse_fragment("f.config", "CONFIG_A=y\nOOPS\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("f.config:2"), "{err}");
+    }
+
+    #[test]
+    fn mismatch_names_symbol_and_unset_matches_n() {
+        let s = parse_fragment(
+            "lab.config",
+            "CONFIG_A=y\nCONFIG_B=m\n# CONFIG_C is not set\nCONFIG_D=y\n",
+        )
+        .unwrap();
+        let dot = parse_dot_config("CONFIG_A=y\nCONFIG_B=y\n# CONFIG_C is not set\n");
+        let m = mismatches(&s, &dot);
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            (
+                m[0].symbol.as_str(),
+                m[0].wanted.as_str(),
+                m[0].got.as_str()
+            ),
+            ("CONFIG_B", "m", "y")
+        );
+        assert_eq!(
+            (m[1].symbol.as_str(), m[1].got.as_str()),
+            ("CONFIG_D", "not set")
+        );
+        assert!(m[1].to_string().contains("lab.config:4"));
+    }
+
+    #[test]
+    fn later_request_wins() {
+        let mut s = parse_fragment("a", "CONFIG_A=y\n").unwrap();
+        s.extend(parse_fragment("b", "# CONFIG_A is not set\n").unwrap());
+        assert!(mismatches(&s, &parse_dot_config("")).is_empty());
+    }
+}

@@ -1,0 +1,36 @@
+//! `lab`: a reproducible QEMU/KVM test lab for Linux scheduler, IRQ and NUMA behaviour.
+//!
+//! The pipeline, one module per noun (see `ARCHITECTURE.md` in the design folder):
+//! topology + kernel + image + devices -> vm (QEMU + QMP) -> guest (agent) -> workload
+//! -> observe -> stats -> report. Each step hands a plain value to the next.
+
+pub mod bench;
+pub mod cache;
+pub mod debian;
+pub mod devices;
+pub mod guest;
+pub mod host;
+pub mod image;
+pub mod kernel;
+pub mod observe;
+pub mod report;
+pub mod stats;
+pub mod toolchain;
+pub mod topology;
+pub mod vm;
+pub mod workload;
+
+pub use host::{BootOptions, Lab};
+
+/// The lab's result type: errors carry context chains (`anyhow`); modules whose errors a caller
+/// may match on (topology validation, patch application, ...) define typed errors that convert.
+pub type Result<T, E = anyhow::Error> = std::result::Result<T, E>;
+
+/// A path inside this checkout (recipes, topologies, lock file). `LAB_REPO_DIR` overrides the
+/// checkout the binary was built from, for a `lab` binary copied elsewhere.
+pub fn repo_path(relative: &str) -> std::path::PathBuf {
+    let root = std::env::var_os("LAB_REPO_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+    root.join(relative)
+}

@@ -1,0 +1,243 @@
+//! The `lab` command line: the same pipeline pieces the tests compose.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use lab::guest::GuestCommand;
+use lab::topology::Topology;
+use lab::{BootOptions, Lab};
+
+#[derive(Parser)]
+#[command(
+    name = "lab",
+    version,
+    about = "Reproducible QEMU/KVM lab for scheduler, IRQ and NUMA behaviour"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Show what this host offers: QEMU, accelerator, cache, kernels, topologies.
+    Doctor,
+    /// Inspect the declared machine shapes.
+    Topology {
+        #[command(subcommand)]
+        command: TopologyCmd,
+    },
+    /// Boot a guest, run one command in it, print its output and exit with its status.
+    Run {
+        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
+        topology: String,
+        /// Kernel recipe name (images/kernels/NAME.toml) or `debian` for the prebuilt Debian kernel.
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Extra kernel command-line argument (repeatable).
+        #[arg(long = "cmdline")]
+        cmdline: Vec<String>,
+        /// Seconds the command may run.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        #[arg(required = true, last = true)]
+        command: Vec<String>,
+    },
+    /// Benchmarks that print ratios measured side by side in one run.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCmd,
+    },
+    /// The lock file of pinned Debian packages.
+    Lock {
+        #[command(subcommand)]
+        command: LockCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum TopologyCmd {
+    /// List the shipped topologies.
+    List,
+    /// Show one topology as a table, with the QEMU mapping used.
+    Show { name: String },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Boot-to-first-command time of the lab vs a hand-written QEMU command line.
+    Boot {
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
+        topology: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum LockCmd {
+    /// Re-resolve every locked bundle against today's archive and rewrite the lock.
+    Update,
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LAB_LOG")
+                .unwrap_or_else(|_| "lab=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    match runtime.block_on(run(cli)) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("lab: error: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// A spinner for work that takes more than a moment.
+fn spinner(message: &str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(ProgressStyle::with_template("{spinner} {msg} ({elapsed})").unwrap());
+    bar.set_message(message.to_string());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+async fn lab_ready() -> Result<Lab> {
+    let bar = spinner("preparing QEMU, kernel and accelerator");
+    let lab = Lab::from_env_async().await;
+    bar.finish_and_clear();
+    lab
+}
+
+async fn run(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Cmd::Doctor => doctor().await,
+        Cmd::Topology { command } => match command {
+            TopologyCmd::List => {
+                for name in Topology::list()? {
+                    let t = Topology::by_name(&name)?;
+                    println!("{name:<20} {:>3} vCPUs  {}", t.nr_cpus(), t.description());
+                }
+                Ok(0)
+            }
+            TopologyCmd::Show { name } => {
+                print!("{}", Topology::by_name(&name)?.render_table());
+                Ok(0)
+            }
+        },
+        Cmd::Run {
+            topology,
+            kernel,
+            cmdline,
+            timeout,
+            command,
+        } => {
+            let lab = lab_ready().await?;
+            let mut opts = BootOptions::named("lab-run").topology(&topology);
+            opts.cmdline = cmdline;
+            if let Some(name) = kernel {
+                opts.kernel = Some(resolve_kernel(&lab, &name).await?);
+            }
+            let bar = spinner(&format!("booting {topology} ({})", lab.accel.name()));
+            let vm = lab.boot(opts).await;
+            bar.finish_and_clear();
+            let vm = vm?;
+            eprintln!(
+                "lab: {} booted in {:.1?} ({}, kernel {})",
+                topology,
+                vm.boot_time,
+                lab.accel.name(),
+                vm.hello.kernel_release
+            );
+            let mut cmd = GuestCommand::new(command);
+            cmd.timeout = Duration::from_secs(timeout);
+            let out = vm.exec(&cmd).await?;
+            use std::io::Write;
+            std::io::stdout().write_all(&out.stdout)?;
+            std::io::stderr().write_all(&out.stderr)?;
+            let code = out.exit_code();
+            vm.shutdown().await?;
+            Ok(code)
+        }
+        Cmd::Bench { command } => match command {
+            BenchCmd::Boot { runs, topology } => lab::bench::boot(runs, &topology).await.map(|_| 0),
+        },
+        Cmd::Lock { command } => match command {
+            LockCmd::Update => {
+                let cache = lab::cache::Cache::from_env()?;
+                let archive = lab::debian::Archive::open(&cache)?;
+                let path = lab::debian::LockFile::default_path();
+                let changes = lab::debian::update_lock(&archive, &path)?;
+                if changes.is_empty() {
+                    println!("{}: up to date", path.display());
+                }
+                for c in changes {
+                    println!("{c}");
+                }
+                Ok(0)
+            }
+        },
+    }
+}
+
+async fn resolve_kernel(lab: &Lab, name: &str) -> Result<lab::vm::BootKernel> {
+    if name == "debian" {
+        return Ok(lab.default_kernel().clone());
+    }
+    bail!("unknown kernel {name:?}")
+}
+
+async fn doctor() -> Result<i32> {
+    let started = Instant::now();
+    let lab = lab_ready().await?;
+    println!("cache dir      {}", lab.cache.root().display());
+    println!(
+        "QEMU           {} ({})",
+        lab.qemu.version,
+        lab.qemu.binary.display()
+    );
+    match &lab.qemu.origin {
+        lab::toolchain::QemuOrigin::Host => println!("QEMU origin    host"),
+        lab::toolchain::QemuOrigin::Bundle {
+            packages,
+            substitutions,
+        } => {
+            println!(
+                "QEMU origin    pinned Debian bundle ({} packages)",
+                packages.len()
+            );
+            for s in substitutions {
+                println!(
+                    "  WARNING: {} {} left the archive; using {}",
+                    s.package, s.locked, s.used
+                );
+            }
+        }
+    }
+    println!(
+        "vfio-user-pci  {}",
+        if lab.qemu.has_vfio_user { "yes" } else { "NO" }
+    );
+    println!(
+        "accelerator    {} ({})",
+        lab.accel.name(),
+        lab.accel_probe.reason
+    );
+    println!("host CPU       {}", lab::toolchain::host_cpu_model());
+    let k = lab.default_kernel();
+    println!("default kernel {} ({})", k.name, k.release);
+    println!("topologies     {}", Topology::list()?.join(", "));
+    let _ = PathBuf::new();
+    println!("(checked in {:.1?})", started.elapsed());
+    Ok(0)
+}

@@ -1,0 +1,448 @@
+//! The hermetic toolchain: which QEMU runs the guests, and with which accelerator.
+//!
+//! Results are only comparable when the VMM is pinned, so the lab uses a QEMU >= 10.1 with
+//! `vfio-user-pci` and otherwise provisions one from Debian packages (trixie-backports) into its
+//! cache, run through the bundle's own dynamic loader so no host library is replaced. The
+//! accelerator is probed by booting, since some hosts expose a `/dev/kvm` that hangs guests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::cache::{hash_parts, sha256_file, Cache};
+use crate::debian::{self, Archive, ResolvedBundle, Substitution};
+
+/// The oldest QEMU with a `vfio-user-pci` client.
+pub const MIN_QEMU: (u32, u32) = (10, 1);
+
+/// A runnable QEMU and how it was obtained.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Qemu {
+    pub binary: PathBuf,
+    /// The bundle's dynamic loader and library path, when running a provisioned bundle.
+    pub loader: Option<Loader>,
+    /// Firmware/data directories passed as `-L`.
+    pub data_dirs: Vec<PathBuf>,
+    pub module_dir: Option<PathBuf>,
+    pub version: String,
+    pub has_vfio_user: bool,
+    pub origin: QemuOrigin,
+    /// sha256 of the QEMU binary, for result manifests.
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Loader {
+    pub ld_so: PathBuf,
+    pub library_path: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum QemuOrigin {
+    /// `LAB_QEMU` or the host's PATH.
+    Host,
+    /// Provisioned from Debian packages into the cache.
+    Bundle {
+        packages: Vec<String>,
+        substitutions: Vec<Substitution>,
+    },
+}
+
+impl Qemu {
+    /// A `Command` for this QEMU with the loader, module dir and data dirs in place; callers add
+    /// the machine's arguments.
+    pub fn command(&self) -> Command {
+        let mut cmd = match &self.loader {
+            Some(loader) => {
+                let mut c = Command::new(&loader.ld_so);
+                c.arg("--library-path")
+                    .arg(&loader.library_path)
+                    .arg(&self.binary);
+                c
+            }
+            None => Command::new(&self.binary),
+        };
+        if let Some(dir) = &self.module_dir {
+            cmd.env("QEMU_MODULE_DIR", dir);
+        }
+        for dir in &self.data_dirs {
+            cmd.arg("-L").arg(dir);
+        }
+        cmd
+    }
+
+    /// Finds a usable QEMU: `LAB_QEMU`, then the host's `qemu-system-x86_64` if new enough and
+    /// with `vfio-user-pci`, else the pinned Debian bundle (provisioned on first use).
+    pub fn locate(cache: &Cache) -> Result<Qemu> {
+        if let Some(path) = std::env::var_os("LAB_QEMU") {
+            let qemu = Qemu::host(PathBuf::from(path))?;
+            qemu.check_usable().context("LAB_QEMU")?;
+            return Ok(qemu);
+        }
+        if let Some(path) = which("qemu-system-x86_64") {
+            if let Ok(qemu) = Qemu::host(path) {
+                if qemu.check_usable().is_ok() {
+                    return Ok(qemu);
+                }
+                tracing::info!(
+                    "host QEMU {} lacks vfio-user-pci or is older than {}.{}: using the pinned bundle",
+                    qemu.version,
+                    MIN_QEMU.0,
+                    MIN_QEMU.1
+                );
+            }
+        }
+        Qemu::bundle(cache)
+    }
+
+    fn host(binary: PathBuf) -> Result<Qemu> {
+        let mut qemu = Qemu {
+            sha256: sha256_file(&binary)?,
+            binary,
+            loader: None,
+            data_dirs: vec![],
+            module_dir: None,
+            version: String::new(),
+            has_vfio_user: false,
+            origin: QemuOrigin::Host,
+        };
+        qemu.interrogate()?;
+        Ok(qemu)
+    }
+
+    /// The pinned QEMU from Debian packages, unpacked into the cache.
+    pub fn bundle(cache: &Cache) -> Result<Qemu> {
+        let archive = Archive::open(cache)?;
+        let resolved = debian::resolve_bundle(
+            &archive,
+            &debian::LockFile::default_path(),
+            "qemu",
+            &["qemu-system-x86"],
+            Some("trixie-backports"),
+            None,
+        )?;
+        let key = bundle_key(&resolved);
+        let entry = cache.get_or_build("qemu", &key, |dir| {
+            eprintln!(
+                "lab: provisioning QEMU from {} Debian packages",
+                resolved.packages.len()
+            );
+            debian::unpack_bundle(&archive, &resolved, &dir.join("root"))
+        })?;
+        let root = entry.join("root");
+        let lib = format!(
+            "{0}/usr/lib/x86_64-linux-gnu:{0}/lib/x86_64-linux-gnu",
+            root.display()
+        );
+        let binary = root.join("usr/bin/qemu-system-x86_64");
+        let mut qemu = Qemu {
+            sha256: sha256_file(&binary)?,
+            binary,
+            loader: Some(Loader {
+                ld_so: root.join("usr/lib64/ld-linux-x86-64.so.2"),
+                library_path: lib,
+            }),
+            data_dirs: vec![root.join("usr/share/qemu"), root.join("usr/share/seabios")],
+            module_dir: Some(root.join("usr/lib/x86_64-linux-gnu/qemu")),
+            version: String::new(),
+            has_vfio_user: false,
+            origin: QemuOrigin::Bundle {
+                packages: resolved
+                    .packages
+                    .iter()
+                    .map(|p| format!("{}={}", p.name, p.version))
+                    .collect(),
+                substitutions: resolved.substitutions.clone(),
+            },
+        };
+        qemu.interrogate()?;
+        qemu.check_usable()?;
+        Ok(qemu)
+    }
+
+    fn interrogate(&mut self) -> Result<()> {
+        let out = self.command().arg("--version").output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        self.version = text
+            .lines()
+            .next()
+            .and_then(|l| l.split("version ").nth(1))
+            .map(|v| v.split_whitespace().next().unwrap_or(v).to_string())
+            .with_context(|| format!("{} --version printed {text:?}", self.binary.display()))?;
+        let out = self
+            .command()
+            .args(["-machine", "none", "-device", "help"])
+            .output()?;
+        self.has_vfio_user = String::from_utf8_lossy(&out.stdout).contains("\"vfio-user-pci\"");
+        Ok(())
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        let mut nums = self
+            .version
+            .split('.')
+            .map(|n| n.parse::<u32>().unwrap_or(0));
+        let version = (nums.next().unwrap_or(0), nums.next().unwrap_or(0));
+        if version < MIN_QEMU {
+            bail!(
+                "{} is QEMU {}; the lab needs >= {}.{}",
+                self.binary.display(),
+                self.version,
+                MIN_QEMU.0,
+                MIN_QEMU.1
+            );
+        }
+        if !self.has_vfio_user {
+            bail!("{} has no vfio-user-pci device", self.binary.display());
+        }
+        Ok(())
+    }
+}
+
+fn bundle_key(resolved: &ResolvedBundle) -> String {
+    let list: String = resolved
+        .packages
+        .iter()
+        .map(|p| format!("{} {} {}\n", p.name, p.version, p.sha256))
+        .collect();
+    hash_parts(&[
+        ("bundle", resolved.name.as_bytes()),
+        ("packages", list.as_bytes()),
+    ])[..16]
+        .to_string()
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| Path::new(dir).join(name))
+        .find(|p| p.is_file())
+}
+
+/// How guest CPUs are executed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Accel {
+    Kvm,
+    /// Multi-threaded TCG: one host thread per vCPU.
+    TcgMulti,
+    /// Single-threaded TCG: vCPUs round-robin on one host thread.
+    TcgSingle,
+    /// Single-threaded TCG with instruction counting (`-icount shift=auto`): deterministic-ish
+    /// virtual time, slower.
+    TcgIcount,
+}
+
+impl Accel {
+    pub fn qemu_args(self) -> Vec<String> {
+        let args: &[&str] = match self {
+            Accel::Kvm => &["-accel", "kvm"],
+            Accel::TcgMulti => &["-accel", "tcg,thread=multi"],
+            Accel::TcgSingle => &["-accel", "tcg,thread=single"],
+            Accel::TcgIcount => &[
+                "-accel",
+                "tcg,thread=single",
+                "-icount",
+                "shift=auto,sleep=on",
+            ],
+        };
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    pub fn is_kvm(self) -> bool {
+        self == Accel::Kvm
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::TcgMulti => "tcg-multi",
+            Accel::TcgSingle => "tcg-single",
+            Accel::TcgIcount => "tcg-icount",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Accel> {
+        Ok(match text {
+            "kvm" => Accel::Kvm,
+            "tcg" | "tcg-multi" => Accel::TcgMulti,
+            "tcg-single" => Accel::TcgSingle,
+            "tcg-icount" => Accel::TcgIcount,
+            other => {
+                bail!("unknown accelerator {other:?}: use kvm, tcg-multi, tcg-single or tcg-icount")
+            }
+        })
+    }
+}
+
+/// The TCG flavour used when KVM is unavailable (`LAB_TCG` overrides). Measured on a 2-core
+/// host (see the README): single-threaded TCG boots faster there and gives steadier placement.
+pub fn default_tcg() -> Result<Accel> {
+    match std::env::var("LAB_TCG") {
+        Ok(v) => Accel::parse(&format!("tcg-{}", v.trim_start_matches("tcg-"))),
+        Err(_) => Ok(Accel::TcgSingle),
+    }
+}
+
+/// The outcome of probing KVM by booting a kernel with it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AccelProbe {
+    pub kvm_works: bool,
+    pub reason: String,
+}
+
+/// Decides the accelerator: `LAB_ACCEL` if set, else KVM when a probe boot under KVM reaches the
+/// kernel's root-mount stage in time, else TCG. The probe result is cached per host kernel, QEMU
+/// and guest kernel, so only the first run on a host pays for it.
+pub fn choose_accel(cache: &Cache, qemu: &Qemu, kernel: &Path) -> Result<(Accel, AccelProbe)> {
+    if let Ok(v) = std::env::var("LAB_ACCEL") {
+        let accel = Accel::parse(&v).context("LAB_ACCEL")?;
+        let probe = AccelProbe {
+            kvm_works: accel.is_kvm(),
+            reason: format!("LAB_ACCEL={v}"),
+        };
+        return Ok((accel, probe));
+    }
+    let probe = probe_kvm_cached(cache, qemu, kernel)?;
+    let accel = if probe.kvm_works {
+        Accel::Kvm
+    } else {
+        default_tcg()?
+    };
+    Ok((accel, probe))
+}
+
+fn probe_kvm_cached(cache: &Cache, qemu: &Qemu, kernel: &Path) -> Result<AccelProbe> {
+    let host_kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let cpu = host_cpu_model();
+    let key = hash_parts(&[
+        ("host-kernel", host_kernel.as_bytes()),
+        ("cpu", cpu.as_bytes()),
+        ("qemu", qemu.sha256.as_bytes()),
+        ("kernel", sha256_file(kernel)?.as_bytes()),
+    ]);
+    let path = cache.dir("accel").join(format!("{}.json", &key[..16]));
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if let Ok(probe) = serde_json::from_str(&text) {
+            return Ok(probe);
+        }
+    }
+    let _lock = cache.lock("accel-probe")?;
+    let probe = probe_kvm(qemu, kernel)?;
+    std::fs::create_dir_all(cache.dir("accel"))?;
+    std::fs::write(&path, serde_json::to_string_pretty(&probe)?)?;
+    Ok(probe)
+}
+
+/// Boots `kernel` under KVM with no root file system: a kernel that runs reaches "VFS: Unable to
+/// mount root" (and panics, and QEMU exits thanks to `-no-reboot`) within seconds; one that
+/// hangs early never prints it.
+pub fn probe_kvm(qemu: &Qemu, kernel: &Path) -> Result<AccelProbe> {
+    const LIMIT: Duration = Duration::from_secs(20);
+    let kvm = Path::new("/dev/kvm");
+    if !kvm.exists() {
+        return Ok(AccelProbe {
+            kvm_works: false,
+            reason: "/dev/kvm does not exist".into(),
+        });
+    }
+    if std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(kvm)
+        .is_err()
+    {
+        return Ok(AccelProbe {
+            kvm_works: false,
+            reason: "/dev/kvm is not accessible (add the user to the kvm group)".into(),
+        });
+    }
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("serial.log");
+    let mut child = crate::vm::process::spawn_in_group(
+        qemu.command()
+            .args([
+                "-nodefaults",
+                "-no-user-config",
+                "-machine",
+                "q35",
+                "-accel",
+                "kvm",
+                "-cpu",
+                "host",
+                "-smp",
+                "1",
+                "-m",
+                "256M",
+                "-display",
+                "none",
+                "-no-reboot",
+                "-kernel",
+            ])
+            .arg(kernel)
+            .args(["-append", "console=ttyS0 panic=-1 loglevel=4", "-serial"])
+            .arg(format!("file:{}", log.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    )?;
+    let start = Instant::now();
+    let reached = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("VFS: Unable to mount root") || text.contains("Kernel panic") {
+            break true;
+        }
+        if start.elapsed() > LIMIT || child.try_wait()?.is_some() {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let elapsed = start.elapsed();
+    drop(child);
+    Ok(if reached {
+        AccelProbe {
+            kvm_works: true,
+            reason: format!("a KVM probe boot reached the root mount in {elapsed:.1?}"),
+        }
+    } else {
+        AccelProbe {
+            kvm_works: false,
+            reason: format!(
+                "/dev/kvm exists but a probe boot under KVM did not reach the root mount within {LIMIT:?}"
+            ),
+        }
+    })
+}
+
+/// The host CPU's model name, for result manifests.
+pub fn host_cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accel_names_round_trip() {
+        for a in [
+            Accel::Kvm,
+            Accel::TcgMulti,
+            Accel::TcgSingle,
+            Accel::TcgIcount,
+        ] {
+            assert_eq!(Accel::parse(a.name()).unwrap(), a);
+        }
+        assert!(Accel::parse("hvf").unwrap_err().to_string().contains("hvf"));
+    }
+}

@@ -1,0 +1,920 @@
+//! Machine shapes: `topologies/*.toml` -> a validated [`Topology`] -> QEMU arguments, a table
+//! for `lab topology show`, and the view the guest kernel must report.
+//!
+//! # File format
+//!
+//! ```toml
+//! name = "ci-2node-4llc"          # required; must equal the file name without `.toml`
+//! description = "..."              # optional, free text
+//! cpu_model = "qemu64"             # optional, a QEMU `-cpu` name; default "qemu64"
+//! sockets = 1                      # optional, default 1; CPUs are split evenly, in id order
+//! threads_per_core = 1             # optional, default 1 (no SMT)
+//! distances = [[10, 20], [20, 10]] # optional SLIT, one row per node; default 10 local, 20 remote
+//!                                  # (top-level keys go before the first [[table]], as in TOML)
+//!
+//! [[node]]                         # NUMA node 0 (nodes are numbered in file order)
+//! cpus = "0-3"                     # Linux cpulist
+//! memory = "2G"                    # bytes, or with a K/M/G/T suffix (binary); whole MiB
+//! [[node]]                         # NUMA node 1
+//! cpus = "4-7"
+//! memory = "2G"
+//!
+//! [[llc]]                          # last-level-cache groups, numbered in file order; optional:
+//! cpus = "0-1"                     # without any, each socket is one LLC
+//! [[llc]]
+//! cpus = "2-3"
+//! # ...
+//!
+//! [[pin]]                          # optional vCPU -> host CPU pinning: the i-th lowest vCPU
+//! vcpus = "0-7"                    # goes to the i-th lowest host CPU; use several [[pin]]
+//! host = "8-15"                    # for other orders
+//! ```
+//!
+//! Rules, all checked at load with errors naming the file and field (e.g. `node[1].cpus`):
+//! - CPU ids are `0..N-1` without gaps; each CPU is in exactly one node and exactly one LLC.
+//! - SMT siblings are consecutive groups of `threads_per_core` ids (QEMU numbers threads so), and
+//!   must share an LLC. An LLC is a contiguous range inside one node and one socket.
+//! - Every node has memory. The distance matrix is square (one row per node), symmetric, 10 on
+//!   the diagonal and 11..=254 elsewhere. Pins name existing vCPUs, each at most once.
+//! - Unknown keys are errors.
+//!
+//! # Mapping to QEMU
+//!
+//! QEMU 11.1 (the lab's pinned QEMU) gives the guest one L3 per socket with `qemu64` and
+//! `EPYC-v4`, and aborts with Intel-vendor models when `dies=` > 1, so an L3 cannot be split
+//! inside a QEMU socket. When every declared socket holds exactly one LLC the sockets map 1:1
+//! ([`Mapping::Sockets`]); otherwise each LLC becomes its own QEMU socket inside its NUMA node
+//! ([`Mapping::LlcAsSocket`]), which needs LLCs of equal size. The guest then sees the declared
+//! LLCs, nodes and SMT siblings, and its package ids count LLCs. [`Topology::describe`] says
+//! which mapping applies and why.
+
+mod cpulist;
+mod qemu;
+#[cfg(test)]
+mod tests;
+mod view;
+
+pub use cpulist::{format_cpulist, parse_cpulist, CpuListError, MAX_CPU_ID};
+pub use qemu::{Mapping, QemuTopology};
+pub use view::{CpuView, GuestView, NodeView};
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Environment variable naming the directory [`Topology::by_name`] and [`Topology::list`] search.
+pub const TOPOLOGIES_DIR_ENV: &str = "LAB_TOPOLOGIES_DIR";
+
+/// NUMA distance of a node to itself (ACPI SLIT and Linux `LOCAL_DISTANCE`).
+pub const LOCAL_DISTANCE: u32 = 10;
+/// Distance between nodes when the file declares none (QEMU's and Linux's default).
+pub const DEFAULT_REMOTE_DISTANCE: u32 = 20;
+
+const MIB: u64 = 1 << 20;
+
+/// What is wrong with a topology file, for callers that match on it; the message has details.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvalidKind {
+    Name,
+    NameMismatch,
+    CpuModel,
+    Sockets,
+    ThreadsPerCore,
+    NoNodes,
+    NodeWithoutCpus,
+    CpuList,
+    CpuInTwoNodes,
+    CpuIdGap,
+    NodeWithoutMemory,
+    MemorySize,
+    LlcUnknownCpu,
+    CpuInTwoLlcs,
+    CpuInNoLlc,
+    LlcNotContiguous,
+    LlcSpansNodes,
+    LlcSpansSockets,
+    SmtSplit,
+    LlcSizesDiffer,
+    DistanceShape,
+    DistanceDiagonal,
+    DistanceRange,
+    DistanceAsymmetric,
+    PinUnknownVcpu,
+    PinTwice,
+    PinLength,
+}
+
+/// Errors from loading or finding a topology. Every message starts with the file (or directory).
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    #[error("{}: cannot read topology file: {error}", file.display())]
+    Read {
+        file: PathBuf,
+        error: std::io::Error,
+    },
+    /// TOML syntax, a wrong type or an unknown key; toml's message carries line and column.
+    #[error("{}: {error}{hint}", file.display())]
+    Syntax {
+        file: PathBuf,
+        error: Box<toml::de::Error>,
+        /// Empty, or a hint for a common mistake.
+        hint: String,
+    },
+    #[error("{}: {field}: {message}", file.display())]
+    Invalid {
+        file: PathBuf,
+        field: String,
+        kind: InvalidKind,
+        message: String,
+    },
+    #[error("no topology named {name:?} in {} (set {TOPOLOGIES_DIR_ENV} to search another directory); available: {available}", dir.display())]
+    NotFound {
+        name: String,
+        dir: PathBuf,
+        available: String,
+    },
+    #[error("{}: cannot list topologies: {error}", dir.display())]
+    ListDir { dir: PathBuf, error: std::io::Error },
+}
+
+impl TopologyError {
+    /// The validation problem, if this is one.
+    pub fn kind(&self) -> Option<InvalidKind> {
+        match self {
+            TopologyError::Invalid { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+}
+
+/// A NUMA node as declared (id = position in the file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub id: u32,
+    pub cpus: Vec<u32>,
+    pub memory_bytes: u64,
+}
+
+/// A last-level-cache group (id = position in the file, or the socket when none are declared).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Llc {
+    pub id: u32,
+    pub node: u32,
+    pub socket: u32,
+    /// A contiguous, sorted range of CPU ids.
+    pub cpus: Vec<u32>,
+}
+
+/// A validated machine shape. Construct it with [`Topology::load`], [`Topology::by_name`] or
+/// [`Topology::from_toml_str`]; every instance satisfies the rules in the module docs.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    file: PathBuf,
+    source_text: String,
+    name: String,
+    description: String,
+    cpu_model: String,
+    sockets: u32,
+    threads_per_core: u32,
+    nodes: Vec<Node>,
+    llcs: Vec<Llc>,
+    llcs_declared: bool,
+    distances: Vec<Vec<u32>>,
+    distances_declared: bool,
+    pinning: BTreeMap<u32, u32>,
+    mapping: Mapping,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTopology {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default = "default_cpu_model")]
+    cpu_model: String,
+    #[serde(default = "default_one")]
+    sockets: u32,
+    #[serde(default = "default_one")]
+    threads_per_core: u32,
+    #[serde(default, rename = "node")]
+    nodes: Vec<RawNode>,
+    #[serde(default, rename = "llc")]
+    llcs: Vec<RawLlc>,
+    #[serde(default)]
+    distances: Option<Vec<Vec<i64>>>,
+    #[serde(default, rename = "pin")]
+    pins: Vec<RawPin>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNode {
+    cpus: String,
+    // Optional here so that a missing memory gets our message naming `node[i].memory`.
+    memory: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLlc {
+    cpus: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPin {
+    vcpus: String,
+    host: String,
+}
+
+fn default_cpu_model() -> String {
+    "qemu64".to_string()
+}
+
+fn default_one() -> u32 {
+    1
+}
+
+/// The directory [`Topology::by_name`] searches: `$LAB_TOPOLOGIES_DIR`, else the repository's
+/// `topologies/`.
+pub fn topologies_dir() -> PathBuf {
+    match std::env::var_os(TOPOLOGIES_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../topologies")),
+    }
+}
+
+impl Topology {
+    /// Reads and validates a topology file. Its `name` must equal the file name minus `.toml`.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, TopologyError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|error| TopologyError::Read {
+            file: path.to_path_buf(),
+            error,
+        })?;
+        let topology = Self::from_toml_str(&text, path)?;
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        if stem != topology.name {
+            return Err(TopologyError::Invalid {
+                file: path.to_path_buf(),
+                field: "name".into(),
+                kind: InvalidKind::NameMismatch,
+                message: format!(
+                    "is {:?} but the file is named {stem:?}.toml; topologies are found by file name, so the two must agree",
+                    topology.name
+                ),
+            });
+        }
+        Ok(topology)
+    }
+
+    /// Finds `NAME.toml` in [`topologies_dir`] and loads it.
+    pub fn by_name(name: &str) -> Result<Self, TopologyError> {
+        let dir = topologies_dir();
+        let valid_name = !name.is_empty()
+            && !name.starts_with('.')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        let path = dir.join(format!("{name}.toml"));
+        if !valid_name || !path.is_file() {
+            let available = match Self::list_in(&dir) {
+                Ok(names) if names.is_empty() => "none".to_string(),
+                Ok(names) => names.join(", "),
+                Err(e) => format!("none ({e})"),
+            };
+            return Err(TopologyError::NotFound {
+                name: name.to_string(),
+                dir,
+                available,
+            });
+        }
+        Self::load(path)
+    }
+
+    /// Names of the topologies in [`topologies_dir`], sorted.
+    pub fn list() -> Result<Vec<String>, TopologyError> {
+        Self::list_in(&topologies_dir())
+    }
+
+    fn list_in(dir: &Path) -> Result<Vec<String>, TopologyError> {
+        let list_err = |error| TopologyError::ListDir {
+            dir: dir.to_path_buf(),
+            error,
+        };
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(list_err)? {
+            let path = entry.map_err(list_err)?.path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+                    names.push(stem.to_string());
+                }
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// Parses and validates topology TOML; `file` is only used in error messages and
+    /// [`Topology::file`]. Unlike [`Topology::load`] it does not compare `name` to the file name.
+    pub fn from_toml_str(text: &str, file: impl Into<PathBuf>) -> Result<Self, TopologyError> {
+        let file = file.into();
+        let raw: RawTopology = toml::from_str(text).map_err(|error| TopologyError::Syntax {
+            file: file.clone(),
+            hint: syntax_hint(&error),
+            error: Box::new(error),
+        })?;
+        validate(raw, file, text)
+    }
+
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+    /// The file's text, e.g. to hash it into a result's manifest.
+    pub fn source_text(&self) -> &str {
+        &self.source_text
+    }
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+    pub fn cpu_model(&self) -> &str {
+        &self.cpu_model
+    }
+    /// Declared sockets (the guest may see more: see [`Mapping::LlcAsSocket`]).
+    pub fn sockets(&self) -> u32 {
+        self.sockets
+    }
+    pub fn threads_per_core(&self) -> u32 {
+        self.threads_per_core
+    }
+    /// Number of vCPUs; their ids are `0..nr_cpus()`.
+    pub fn nr_cpus(&self) -> u32 {
+        self.nodes.iter().map(|n| n.cpus.len() as u32).sum()
+    }
+    pub fn cpus_per_socket(&self) -> u32 {
+        self.nr_cpus() / self.sockets
+    }
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+    pub fn llcs(&self) -> &[Llc] {
+        &self.llcs
+    }
+    /// Whether the file declared `[[llc]]` groups (otherwise each socket is one LLC).
+    pub fn llcs_declared(&self) -> bool {
+        self.llcs_declared
+    }
+    /// The full distance matrix, defaults filled in.
+    pub fn distances(&self) -> &[Vec<u32>] {
+        &self.distances
+    }
+    pub fn distances_declared(&self) -> bool {
+        self.distances_declared
+    }
+    /// vCPU -> host CPU; empty when the file pins nothing.
+    pub fn pinning(&self) -> &BTreeMap<u32, u32> {
+        &self.pinning
+    }
+    pub fn mapping(&self) -> Mapping {
+        self.mapping
+    }
+    pub fn total_memory_bytes(&self) -> u64 {
+        self.nodes.iter().map(|n| n.memory_bytes).sum()
+    }
+    /// The node holding `cpu`, if it exists.
+    pub fn node_of(&self, cpu: u32) -> Option<&Node> {
+        self.nodes
+            .iter()
+            .find(|n| n.cpus.binary_search(&cpu).is_ok())
+    }
+    /// The LLC holding `cpu`, if it exists.
+    pub fn llc_of(&self, cpu: u32) -> Option<&Llc> {
+        self.llcs
+            .iter()
+            .find(|l| l.cpus.binary_search(&cpu).is_ok())
+    }
+    /// The SMT siblings of `cpu` (itself included): its consecutive group of
+    /// `threads_per_core` ids.
+    pub fn smt_siblings(&self, cpu: u32) -> Vec<u32> {
+        let first = cpu - cpu % self.threads_per_core;
+        (first..first + self.threads_per_core).collect()
+    }
+}
+
+/// A top-level key written after a `[[node]]`/`[[llc]]`/`[[pin]]` header lands inside that table
+/// (TOML's rule), and toml then reports it as unknown there; say why.
+fn syntax_hint(error: &toml::de::Error) -> String {
+    const TOP_LEVEL: [&str; 6] = [
+        "name",
+        "description",
+        "cpu_model",
+        "sockets",
+        "threads_per_core",
+        "distances",
+    ];
+    let misplaced = TOP_LEVEL
+        .iter()
+        .find(|key| error.message().contains(&format!("unknown field `{key}`")));
+    match misplaced {
+        Some(key) => format!(
+            "(`{key}` is a top-level key: in TOML it must come before the first [[node]], [[llc]] or [[pin]] header, otherwise it belongs to that table)"
+        ),
+        None => String::new(),
+    }
+}
+
+/// Builds errors naming the file and field.
+struct Check<'a> {
+    file: &'a Path,
+}
+
+impl Check<'_> {
+    fn err(
+        &self,
+        field: impl Into<String>,
+        kind: InvalidKind,
+        message: impl Into<String>,
+    ) -> TopologyError {
+        TopologyError::Invalid {
+            file: self.file.to_path_buf(),
+            field: field.into(),
+            kind,
+            message: message.into(),
+        }
+    }
+
+    fn cpulist(&self, field: &str, text: &str) -> Result<Vec<u32>, TopologyError> {
+        parse_cpulist(text).map_err(|e| self.err(field, InvalidKind::CpuList, e.to_string()))
+    }
+}
+
+/// Parses a memory size: bytes, or a number with a binary K/M/G/T suffix (optionally `iB`).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, suffix) = t.split_at(split);
+    let shift = match suffix.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KIB" => 10,
+        "M" | "MIB" => 20,
+        "G" | "GIB" => 30,
+        "T" | "TIB" => 40,
+        _ => {
+            return Err(format!(
+            "{text:?} is not a size: use bytes or a number with K, M, G or T (binary), e.g. \"2G\""
+        ))
+        }
+    };
+    let value: u64 = digits.parse().map_err(|_| {
+        format!("{text:?} is not a size: it must start with a whole number, e.g. \"2G\"")
+    })?;
+    value
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+/// Formats bytes for people: "2 GiB", "1536 MiB", "4096 B".
+pub fn format_size(bytes: u64) -> String {
+    const GIB: u64 = 1 << 30;
+    if bytes >= GIB && bytes.is_multiple_of(GIB) {
+        format!("{} GiB", bytes / GIB)
+    } else if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+fn validate(raw: RawTopology, file: PathBuf, text: &str) -> Result<Topology, TopologyError> {
+    use InvalidKind as K;
+    let c = Check { file: &file };
+
+    let name_ok = !raw.name.is_empty()
+        && !raw.name.starts_with('.')
+        && raw
+            .name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
+    if !name_ok {
+        return Err(c.err(
+            "name",
+            K::Name,
+            format!(
+                "{:?} must be non-empty and use only letters, digits, '-', '_' and '.'",
+                raw.name
+            ),
+        ));
+    }
+    if raw.cpu_model.is_empty() || raw.cpu_model.chars().any(char::is_whitespace) {
+        return Err(c.err(
+            "cpu_model",
+            K::CpuModel,
+            format!(
+                "{:?} is not a QEMU -cpu name (e.g. \"qemu64\", \"EPYC-v4\")",
+                raw.cpu_model
+            ),
+        ));
+    }
+    if raw.sockets == 0 {
+        return Err(c.err("sockets", K::Sockets, "must be at least 1"));
+    }
+    let threads = raw.threads_per_core;
+    if threads == 0 {
+        return Err(c.err("threads_per_core", K::ThreadsPerCore, "must be at least 1"));
+    }
+    if raw.nodes.is_empty() {
+        return Err(c.err(
+            "node",
+            K::NoNodes,
+            "no [[node]] declared: at least one node with cpus and memory is required",
+        ));
+    }
+
+    // Nodes: CPUs, ownership, memory.
+    let mut node_of: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut nodes = Vec::with_capacity(raw.nodes.len());
+    for (i, n) in raw.nodes.iter().enumerate() {
+        let field = format!("node[{i}].cpus");
+        let cpus = c.cpulist(&field, &n.cpus)?;
+        if cpus.is_empty() {
+            return Err(c.err(
+                field,
+                K::NodeWithoutCpus,
+                "is empty: every node needs at least one CPU (memory-only nodes are not supported)",
+            ));
+        }
+        for &cpu in &cpus {
+            if let Some(j) = node_of.insert(cpu, i) {
+                return Err(c.err(
+                    field,
+                    K::CpuInTwoNodes,
+                    format!(
+                        "CPU {cpu} is already in node[{j}].cpus; a CPU belongs to exactly one node"
+                    ),
+                ));
+            }
+        }
+        let mfield = format!("node[{i}].memory");
+        let memory_bytes = match &n.memory {
+            None => {
+                return Err(c.err(
+                    mfield,
+                    K::NodeWithoutMemory,
+                    "missing: every node needs memory, e.g. memory = \"2G\"",
+                ))
+            }
+            Some(text) => parse_size(text).map_err(|m| c.err(&mfield, K::MemorySize, m))?,
+        };
+        if memory_bytes == 0 {
+            return Err(c.err(
+                mfield,
+                K::NodeWithoutMemory,
+                "is 0: every node needs memory",
+            ));
+        }
+        if !memory_bytes.is_multiple_of(MIB) {
+            return Err(c.err(
+                mfield,
+                K::MemorySize,
+                format!("{memory_bytes} bytes is not a whole number of MiB (QEMU memory backends need that)"),
+            ));
+        }
+        nodes.push(Node {
+            id: i as u32,
+            cpus,
+            memory_bytes,
+        });
+    }
+    let total_memory = nodes
+        .iter()
+        .try_fold(0u64, |sum, n| sum.checked_add(n.memory_bytes));
+    if total_memory.is_none() {
+        return Err(c.err(
+            "node[].memory",
+            K::MemorySize,
+            "the nodes' memory adds up to more than 2^64 bytes",
+        ));
+    }
+
+    // CPU ids must be 0..N-1: QEMU numbers vCPUs densely.
+    let nr_cpus = node_of.len() as u32;
+    let Some((&max_cpu, &max_owner)) = node_of.iter().next_back() else {
+        return Err(c.err("node", K::NoNodes, "no node declares a CPU"));
+    };
+    if max_cpu + 1 != nr_cpus {
+        let missing: Vec<u32> = (0..max_cpu)
+            .filter(|cpu| !node_of.contains_key(cpu))
+            .collect();
+        return Err(c.err(
+            format!("node[{max_owner}].cpus"),
+            K::CpuIdGap,
+            format!(
+                "CPU ids must run 0-{max_cpu} without gaps, but {} {} in no node",
+                format_cpulist(&missing),
+                if missing.len() == 1 { "is" } else { "are" }
+            ),
+        ));
+    }
+
+    // Sockets split the CPUs evenly in id order (QEMU's numbering).
+    if !nr_cpus.is_multiple_of(raw.sockets) {
+        return Err(c.err(
+            "sockets",
+            K::Sockets,
+            format!(
+                "{nr_cpus} CPUs cannot be split evenly into {} sockets",
+                raw.sockets
+            ),
+        ));
+    }
+    let per_socket = nr_cpus / raw.sockets;
+    if !per_socket.is_multiple_of(threads) {
+        return Err(c.err(
+            "threads_per_core",
+            K::ThreadsPerCore,
+            format!("each socket has {per_socket} CPUs, which is not a multiple of {threads} threads per core"),
+        ));
+    }
+    let socket_cpus =
+        |s: u32| format_cpulist(&(s * per_socket..(s + 1) * per_socket).collect::<Vec<_>>());
+
+    // LLCs: declared, or one per socket.
+    let llcs_declared = !raw.llcs.is_empty();
+    let mut llc_lists: Vec<Vec<u32>> = Vec::new();
+    if llcs_declared {
+        let mut llc_of: BTreeMap<u32, usize> = BTreeMap::new();
+        for (i, l) in raw.llcs.iter().enumerate() {
+            let field = format!("llc[{i}].cpus");
+            let cpus = c.cpulist(&field, &l.cpus)?;
+            if cpus.is_empty() {
+                return Err(c.err(field, K::CpuList, "is empty: an LLC needs at least one CPU"));
+            }
+            for &cpu in &cpus {
+                if cpu >= nr_cpus {
+                    return Err(c.err(
+                        field,
+                        K::LlcUnknownCpu,
+                        format!(
+                            "CPU {cpu} is in no node (the nodes declare CPUs 0-{})",
+                            nr_cpus - 1
+                        ),
+                    ));
+                }
+                if let Some(j) = llc_of.insert(cpu, i) {
+                    return Err(c.err(
+                        field,
+                        K::CpuInTwoLlcs,
+                        format!("CPU {cpu} is already in llc[{j}].cpus; a CPU belongs to exactly one LLC"),
+                    ));
+                }
+            }
+            llc_lists.push(cpus);
+        }
+        let orphans: Vec<u32> = (0..nr_cpus)
+            .filter(|cpu| !llc_of.contains_key(cpu))
+            .collect();
+        if !orphans.is_empty() {
+            return Err(c.err(
+                "llc",
+                K::CpuInNoLlc,
+                format!(
+                    "CPUs {} are in no [[llc]]; when LLCs are declared every CPU needs exactly one",
+                    format_cpulist(&orphans)
+                ),
+            ));
+        }
+    } else {
+        llc_lists = (0..raw.sockets)
+            .map(|s| (s * per_socket..(s + 1) * per_socket).collect())
+            .collect();
+    }
+    let llc_field = |i: usize| {
+        if llcs_declared {
+            format!("llc[{i}].cpus")
+        } else {
+            format!(
+                "llc (none declared, so socket {i} = CPUs {} is one LLC)",
+                socket_cpus(i as u32)
+            )
+        }
+    };
+    let owner_of = |cpu: u32| llc_lists.iter().position(|l| l.binary_search(&cpu).is_ok());
+
+    let mut llcs = Vec::with_capacity(llc_lists.len());
+    for (i, cpus) in llc_lists.iter().enumerate() {
+        let (first, last) = (cpus[0], cpus[cpus.len() - 1]);
+        if last - first + 1 != cpus.len() as u32 {
+            return Err(c.err(
+                llc_field(i),
+                K::LlcNotContiguous,
+                format!(
+                    "CPUs {} are not contiguous: QEMU numbers CPUs socket by socket and each LLC may become a QEMU socket, so an LLC must be one range like 4-7",
+                    format_cpulist(cpus)
+                ),
+            ));
+        }
+        let node_first = node_of[&first];
+        if let Some(&cpu) = cpus.iter().find(|cpu| node_of[cpu] != node_first) {
+            return Err(c.err(
+                llc_field(i),
+                K::LlcSpansNodes,
+                format!(
+                    "spans nodes: CPU {first} is in node[{node_first}] but CPU {cpu} is in node[{}]; an LLC must lie inside one node",
+                    node_of[&cpu]
+                ),
+            ));
+        }
+        let socket = first / per_socket;
+        if last / per_socket != socket {
+            return Err(c.err(
+                llc_field(i),
+                K::LlcSpansSockets,
+                format!(
+                    "spans sockets {socket} ({}) and {} ({}): {nr_cpus} CPUs in {} sockets; an LLC must lie inside one socket",
+                    socket_cpus(socket),
+                    last / per_socket,
+                    socket_cpus(last / per_socket),
+                    raw.sockets
+                ),
+            ));
+        }
+        // A contiguous LLC keeps SMT siblings together iff both of its ends fall on core edges.
+        let split = if first % threads != 0 {
+            Some((first - first % threads, owner_of(first - 1)))
+        } else if (last + 1) % threads != 0 {
+            Some((last - last % threads, owner_of(last + 1)))
+        } else {
+            None
+        };
+        if let Some((core_first, other)) = split {
+            let other = other.map_or_else(|| "no LLC".to_string(), |j| format!("llc[{j}]"));
+            return Err(c.err(
+                llc_field(i),
+                K::SmtSplit,
+                format!(
+                    "SMT siblings {core_first}-{} (threads_per_core = {threads}, siblings are consecutive ids) are split between llc[{i}] and {other}; siblings must share an LLC",
+                    core_first + threads - 1
+                ),
+            ));
+        }
+        llcs.push(Llc {
+            id: i as u32,
+            node: node_first as u32,
+            socket,
+            cpus: cpus.clone(),
+        });
+    }
+
+    // One LLC per socket maps 1:1; otherwise every LLC becomes a QEMU socket of equal size.
+    let mapping = if llcs.len() as u32 == raw.sockets {
+        Mapping::Sockets
+    } else {
+        Mapping::LlcAsSocket
+    };
+    if mapping == Mapping::LlcAsSocket {
+        let size0 = llcs[0].cpus.len();
+        if let Some(l) = llcs.iter().find(|l| l.cpus.len() != size0) {
+            return Err(c.err(
+                llc_field(l.id as usize),
+                K::LlcSizesDiffer,
+                format!(
+                    "has {} CPUs but llc[0] has {size0}: a socket holds several LLCs, so each LLC becomes its own QEMU socket and -smp needs all sockets the same size",
+                    l.cpus.len()
+                ),
+            ));
+        }
+    }
+
+    // Distances.
+    let nn = nodes.len();
+    let distances_declared = raw.distances.is_some();
+    let distances: Vec<Vec<u32>> = match &raw.distances {
+        None => (0..nn)
+            .map(|i| {
+                (0..nn)
+                    .map(|j| {
+                        if i == j {
+                            LOCAL_DISTANCE
+                        } else {
+                            DEFAULT_REMOTE_DISTANCE
+                        }
+                    })
+                    .collect()
+            })
+            .collect(),
+        Some(m) => {
+            if m.len() != nn {
+                return Err(c.err(
+                    "distances",
+                    K::DistanceShape,
+                    format!(
+                        "has {} rows but there are {nn} nodes: the matrix must be {nn}x{nn}",
+                        m.len()
+                    ),
+                ));
+            }
+            for (i, row) in m.iter().enumerate() {
+                if row.len() != nn {
+                    return Err(c.err(
+                        format!("distances[{i}]"),
+                        K::DistanceShape,
+                        format!("has {} entries, expected {nn}: the matrix must be square, one row and column per node", row.len()),
+                    ));
+                }
+            }
+            for (i, row) in m.iter().enumerate() {
+                for (j, &v) in row.iter().enumerate() {
+                    let field = format!("distances[{i}][{j}]");
+                    if i == j && v != LOCAL_DISTANCE as i64 {
+                        return Err(c.err(
+                            field,
+                            K::DistanceDiagonal,
+                            format!("is {v}: a node's distance to itself must be {LOCAL_DISTANCE}"),
+                        ));
+                    }
+                    if i != j && !(11..=254).contains(&v) {
+                        return Err(c.err(
+                            field,
+                            K::DistanceRange,
+                            format!("is {v}: distances between different nodes must be 11..=254 (Linux ignores the whole table otherwise)"),
+                        ));
+                    }
+                    if i < j && m[j][i] != v {
+                        return Err(c.err(
+                            field,
+                            K::DistanceAsymmetric,
+                            format!("is {v} but distances[{j}][{i}] is {}: the matrix must be symmetric", m[j][i]),
+                        ));
+                    }
+                }
+            }
+            m.iter()
+                .map(|row| row.iter().map(|&v| v as u32).collect())
+                .collect()
+        }
+    };
+
+    // Pinning.
+    let mut pinning: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut pinned_by: BTreeMap<u32, usize> = BTreeMap::new();
+    for (i, p) in raw.pins.iter().enumerate() {
+        let vfield = format!("pin[{i}].vcpus");
+        let vcpus = c.cpulist(&vfield, &p.vcpus)?;
+        let host = c.cpulist(&format!("pin[{i}].host"), &p.host)?;
+        if vcpus.is_empty() {
+            return Err(c.err(vfield, K::CpuList, "is empty: name the vCPUs to pin"));
+        }
+        for &v in &vcpus {
+            if v >= nr_cpus {
+                return Err(c.err(
+                    vfield,
+                    K::PinUnknownVcpu,
+                    format!(
+                        "vCPU {v} does not exist: the topology has vCPUs 0-{}",
+                        nr_cpus - 1
+                    ),
+                ));
+            }
+            if let Some(j) = pinned_by.insert(v, i) {
+                return Err(c.err(
+                    vfield,
+                    K::PinTwice,
+                    format!("vCPU {v} is already pinned by pin[{j}]"),
+                ));
+            }
+        }
+        if host.len() != vcpus.len() {
+            return Err(c.err(
+                format!("pin[{i}].host"),
+                K::PinLength,
+                format!(
+                    "lists {} host CPUs for {} vCPUs; vCPUs are pinned one-to-one, in order",
+                    host.len(),
+                    vcpus.len()
+                ),
+            ));
+        }
+        pinning.extend(vcpus.into_iter().zip(host));
+    }
+
+    Ok(Topology {
+        file,
+        source_text: text.to_string(),
+        name: raw.name,
+        description: raw.description,
+        cpu_model: raw.cpu_model,
+        sockets: raw.sockets,
+        threads_per_core: threads,
+        nodes,
+        llcs,
+        llcs_declared,
+        distances,
+        distances_declared,
+        pinning,
+        mapping,
+    })
+}

@@ -1,0 +1,340 @@
+//! One guest: a QEMU process with its QMP channel, serial console and agent connection.
+//!
+//! Sockets live in a per-VM temp dir; the lab listens and QEMU connects, so there is no race on
+//! socket creation. Boot is "ready" when the guest agent says hello; a panic on the console, an
+//! early QEMU exit or the boot timeout become errors that quote the console's last lines, and the
+//! QEMU process group is killed whenever the `Vm` is dropped.
+
+pub mod process;
+pub mod serial;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use qapi::futures::{QapiService, QmpStreamTokio};
+use serde::{Deserialize, Serialize};
+use tokio::net::{UnixListener, UnixStream};
+
+use crate::devices::{DeviceSpec, RunningDevice};
+use crate::guest::{Guest, GuestCommand, GuestOutput, Hello};
+use crate::toolchain::{Accel, Qemu};
+use crate::topology::Topology;
+use process::AsyncGroupChild;
+use serial::{Console, ConsoleState};
+
+/// The kernel a VM boots.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BootKernel {
+    /// The variant name results use (`v6.12`, `debian-6.12.117`, ...).
+    pub name: String,
+    /// `uname -r` of the image.
+    pub release: String,
+    pub bzimage: PathBuf,
+    /// `lib/modules/<release>` of this kernel, copied into the guest image.
+    pub modules: Option<PathBuf>,
+    /// Extra command-line arguments this kernel always wants.
+    pub cmdline: Vec<String>,
+    /// Identity for manifests (package + version + sha256, or recipe hash).
+    pub identity: String,
+}
+
+/// Everything needed to start one guest.
+#[derive(Debug, Clone)]
+pub struct VmSpec {
+    pub name: String,
+    pub topology: Topology,
+    pub kernel: BootKernel,
+    pub initramfs: PathBuf,
+    pub accel: Accel,
+    /// Extra kernel command-line arguments.
+    pub cmdline: Vec<String>,
+    pub devices: Vec<DeviceSpec>,
+    pub boot_timeout: Duration,
+    /// Where the serial log and device logs are kept (created if missing).
+    pub log_dir: PathBuf,
+}
+
+/// Why a VM failed; every variant quotes the serial console.
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    #[error("guest {vm} panicked: {line}\nlast lines of {log}:\n{tail}")]
+    Panicked {
+        vm: String,
+        line: String,
+        log: String,
+        tail: String,
+    },
+    #[error(
+        "guest {vm} did not become ready within {timeout:?} (hang?)\nlast lines of {log}:\n{tail}"
+    )]
+    BootTimeout {
+        vm: String,
+        timeout: Duration,
+        log: String,
+        tail: String,
+    },
+    #[error("QEMU for {vm} exited ({status}) before the guest was ready\nQEMU said: {stderr}\nlast lines of {log}:\n{tail}")]
+    QemuExited {
+        vm: String,
+        status: String,
+        stderr: String,
+        log: String,
+        tail: String,
+    },
+}
+
+/// A running guest. Dropping it kills QEMU and its device models.
+pub struct Vm {
+    pub name: String,
+    pub spec: VmSpec,
+    guest: Guest,
+    qmp: QapiService<QmpStreamTokio<tokio::io::WriteHalf<UnixStream>>>,
+    console: Console,
+    pub hello: Hello,
+    /// Boot time from QEMU start to the agent's hello.
+    pub boot_time: Duration,
+    pub qemu_pid: u32,
+    // Dropped in this order: QEMU first, then devices, then the socket dir.
+    qemu: Option<AsyncGroupChild>,
+    devices: Vec<RunningDevice>,
+    _dir: tempfile::TempDir,
+}
+
+impl std::fmt::Debug for Vm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vm")
+            .field("name", &self.name)
+            .field("qemu_pid", &self.qemu_pid)
+            .finish()
+    }
+}
+
+/// The kernel command line every lab guest gets.
+pub fn base_cmdline() -> Vec<String> {
+    [
+        "console=ttyS0",
+        "panic=-1",
+        "oops=panic",
+        "loglevel=4",
+        "rdinit=/init",
+        // The TSC is unstable under TCG; without this the watchdog spends boot time on it.
+        "tsc=reliable",
+        "no_timer_check",
+        "i8042.noaux",
+        "i8042.nokbd",
+        "random.trust_cpu=on",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// The full QEMU argument list for a spec (without the binary and `-L` paths). Public so that
+/// `lab bench boot` can compare against a hand-written command line.
+pub fn qemu_args(spec: &VmSpec, dir: &Path) -> Vec<String> {
+    let mut args: Vec<String> = ["-nodefaults", "-no-user-config", "-machine", "q35"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(spec.accel.qemu_args());
+    args.extend(spec.topology.qemu_args().args);
+    let mut cmdline = base_cmdline();
+    cmdline.extend(spec.kernel.cmdline.iter().cloned());
+    cmdline.extend(spec.cmdline.iter().cloned());
+    args.extend([
+        "-kernel".into(),
+        spec.kernel.bzimage.display().to_string(),
+        "-initrd".into(),
+        spec.initramfs.display().to_string(),
+        "-append".into(),
+        cmdline.join(" "),
+        "-display".into(),
+        "none".into(),
+        "-no-reboot".into(),
+        "-chardev".into(),
+        "stdio,id=console,signal=off".into(),
+        "-serial".into(),
+        "chardev:console".into(),
+        "-chardev".into(),
+        format!("socket,id=qmp,path={}", dir.join("qmp.sock").display()),
+        "-mon".into(),
+        "chardev=qmp,mode=control".into(),
+        "-device".into(),
+        "virtio-serial-pci,id=agentbus".into(),
+        "-chardev".into(),
+        format!("socket,id=agent,path={}", dir.join("agent.sock").display()),
+        "-device".into(),
+        "virtserialport,bus=agentbus.0,chardev=agent,name=lab.agent".into(),
+    ]);
+    args
+}
+
+impl Vm {
+    /// Starts QEMU (and the spec's device models) and waits until the guest agent is ready.
+    pub async fn boot(qemu: &Qemu, spec: VmSpec) -> Result<Vm> {
+        std::fs::create_dir_all(&spec.log_dir)
+            .with_context(|| format!("creating {}", spec.log_dir.display()))?;
+        let dir = tempfile::Builder::new().prefix("lab-vm-").tempdir()?;
+        let qmp_listener = UnixListener::bind(dir.path().join("qmp.sock"))?;
+        let agent_listener = UnixListener::bind(dir.path().join("agent.sock"))?;
+
+        let mut devices = Vec::new();
+        let mut device_args = Vec::new();
+        for (index, device) in spec.devices.iter().enumerate() {
+            let running = device
+                .start(index, dir.path(), &spec.log_dir)
+                .await
+                .with_context(|| format!("starting device {index} of {}", spec.name))?;
+            device_args.extend(running.qemu_args());
+            devices.push(running);
+        }
+
+        let mut cmd = qemu.command();
+        cmd.args(qemu_args(&spec, dir.path()))
+            .args(&device_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        tracing::info!(vm = %spec.name, accel = spec.accel.name(), "starting QEMU");
+        let started = Instant::now();
+        let mut child = process::spawn_async_in_group(cmd)?;
+        let qemu_pid = child.pid();
+        let console = Console::spawn(
+            child.child.stdout.take().context("no QEMU stdout")?,
+            spec.log_dir.join(format!("{}.serial.log", spec.name)),
+        );
+        let stderr_log = spec.log_dir.join(format!("{}.qemu.log", spec.name));
+        let stderr = child.child.stderr.take().context("no QEMU stderr")?;
+        let stderr_task = tokio::spawn(copy_stderr(stderr, stderr_log.clone()));
+
+        let name = spec.name.clone();
+        let connect = async {
+            let (qmp_stream, _) = qmp_listener.accept().await?;
+            let (agent_stream, _) = agent_listener.accept().await?;
+            let qmp = QmpStreamTokio::open(qmp_stream).await?.negotiate().await?;
+            let (qmp, _events) = qmp.spawn_tokio();
+            let guest = Guest::new(agent_stream);
+            let hello = guest.wait_ready(spec.boot_timeout).await?;
+            anyhow::Ok((qmp, guest, hello))
+        };
+        let outcome = tokio::select! {
+            r = tokio::time::timeout(spec.boot_timeout, connect) => match r {
+                Ok(Ok(ready)) => Ok(ready),
+                Ok(Err(e)) => Err(e.context(format!("connecting to guest {name}"))),
+                Err(_) => Err(VmError::BootTimeout {
+                    vm: name.clone(),
+                    timeout: spec.boot_timeout,
+                    log: console.log_path.display().to_string(),
+                    tail: console.tail_text(),
+                }.into()),
+            },
+            state = console.dead() => {
+                let line = match state { ConsoleState::Panicked(l) => l, _ => "console closed".into() };
+                // Give the console a moment to collect the panic's backtrace.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                Err(VmError::Panicked {
+                    vm: name.clone(),
+                    line,
+                    log: console.log_path.display().to_string(),
+                    tail: console.tail_text(),
+                }.into())
+            },
+            status = child.child.wait() => {
+                let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                // Let the stderr copy finish so the error can quote QEMU's own words.
+                let _ = tokio::time::timeout(Duration::from_secs(1), stderr_task).await;
+                let text = std::fs::read_to_string(&stderr_log).unwrap_or_default();
+                let line = console.tail().into_iter().find(|l| l.contains("Kernel panic"));
+                Err(match line {
+                    Some(line) => VmError::Panicked { vm: name.clone(), line, log: console.log_path.display().to_string(), tail: console.tail_text() },
+                    None => VmError::QemuExited { vm: name.clone(), status, stderr: text.trim().to_string(), log: console.log_path.display().to_string(), tail: console.tail_text() },
+                }.into())
+            },
+        };
+        let (qmp, guest, hello) = outcome?;
+        let boot_time = started.elapsed();
+        tracing::info!(vm = %name, ?boot_time, kernel = %hello.kernel_release, "guest ready");
+        Ok(Vm {
+            name,
+            spec,
+            guest,
+            qmp,
+            console,
+            hello,
+            boot_time,
+            qemu_pid,
+            qemu: Some(child),
+            devices,
+            _dir: dir,
+        })
+    }
+
+    pub fn guest(&self) -> &Guest {
+        &self.guest
+    }
+
+    /// Runs a command in the guest. A command that times out is an error; a guest that dies
+    /// meanwhile is an error quoting the console.
+    pub async fn exec(&self, cmd: &GuestCommand) -> Result<GuestOutput> {
+        tokio::select! {
+            r = self.guest.exec(cmd) => r.map_err(|e| anyhow::Error::from(e).context(format!(
+                "in guest {}; last console lines:\n{}", self.name, self.console.tail_text()))),
+            state = self.console.dead() => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                Err(anyhow::anyhow!("guest {} died while running {:?} ({state:?})\nlast lines of {}:\n{}",
+                    self.name, cmd.argv, self.console.log_path.display(), self.console.tail_text()))
+            }
+        }
+    }
+
+    /// Runs a shell command line (`sh -c`) and fails unless it exits 0.
+    pub async fn sh(&self, script: &str) -> Result<String> {
+        let out = self.exec(&GuestCommand::shell(script)).await?;
+        if !out.success() {
+            anyhow::bail!(
+                "guest {}: `{script}` failed ({}):\n{}{}",
+                self.name,
+                out.status_text(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    pub fn console(&self) -> &Console {
+        &self.console
+    }
+
+    pub fn devices(&self) -> &[RunningDevice] {
+        &self.devices
+    }
+
+    /// Stops the guest through QMP (`quit`) and waits for QEMU to exit.
+    pub async fn shutdown(mut self) -> Result<()> {
+        let _ = self.qmp.execute(qapi::qmp::quit {}).await;
+        if let Some(mut child) = self.qemu.take() {
+            match tokio::time::timeout(Duration::from_secs(10), child.child.wait()).await {
+                Ok(_) => {}
+                Err(_) => tracing::warn!(vm = %self.name, "QEMU ignored quit; killing it"),
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn copy_stderr(mut stderr: tokio::process::ChildStderr, path: PathBuf) {
+    if let Ok(mut file) = tokio::fs::File::create(&path).await {
+        let _ = tokio::io::copy(&mut stderr, &mut file).await;
+    }
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        // QEMU first (AsyncGroupChild kills its group), then the device models.
+        self.qemu.take();
+        self.devices.clear();
+    }
+}

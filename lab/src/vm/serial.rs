@@ -1,0 +1,146 @@
+//! The guest's serial console: copied to a log file kept with the results, its last lines kept
+//! in memory for error messages, and scanned for the signs of a dead guest (panic, oops) so a
+//! crash becomes an error within a bounded time instead of a hung test.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::sync::watch;
+
+/// How many trailing lines error messages quote.
+pub const TAIL_LINES: usize = 40;
+
+/// What the console has shown so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ConsoleState {
+    #[default]
+    Booting,
+    /// The kernel panicked; the line that said so.
+    Panicked(String),
+    /// The console closed (QEMU exited).
+    Closed,
+}
+
+/// A handle on a running console reader.
+#[derive(Debug, Clone)]
+pub struct Console {
+    tail: Arc<Mutex<VecDeque<String>>>,
+    state: watch::Receiver<ConsoleState>,
+    pub log_path: PathBuf,
+}
+
+/// Lines that mean the guest kernel is dead or dying.
+fn panic_line(line: &str) -> bool {
+    line.contains("Kernel panic - not syncing") || line.contains("---[ end Kernel panic")
+}
+
+impl Console {
+    /// Starts copying `reader` (QEMU's stdout, where the serial port goes) to `log_path`.
+    pub fn spawn<R: AsyncRead + Unpin + Send + 'static>(reader: R, log_path: PathBuf) -> Console {
+        let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_LINES)));
+        let (tx, rx) = watch::channel(ConsoleState::Booting);
+        let console = Console {
+            tail: tail.clone(),
+            state: rx,
+            log_path: log_path.clone(),
+        };
+        tokio::spawn(async move {
+            let mut log = match tokio::fs::File::create(&log_path).await {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    tracing::warn!("cannot write serial log {}: {e}", log_path.display());
+                    None
+                }
+            };
+            let mut lines = BufReader::new(reader).split(b'\n');
+            while let Ok(Some(raw)) = lines.next_segment().await {
+                let line = String::from_utf8_lossy(&raw)
+                    .trim_end_matches('\r')
+                    .to_string();
+                if let Some(f) = log.as_mut() {
+                    let _ = f.write_all(line.as_bytes()).await;
+                    let _ = f.write_all(b"\n").await;
+                }
+                tracing::debug!(target: "serial", "{line}");
+                if panic_line(&line) && matches!(*tx.borrow(), ConsoleState::Booting) {
+                    let _ = tx.send(ConsoleState::Panicked(line.clone()));
+                }
+                let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+                if t.len() == TAIL_LINES {
+                    t.pop_front();
+                }
+                t.push_back(line);
+            }
+            if let Some(f) = log.as_mut() {
+                let _ = f.flush().await;
+            }
+            tx.send_if_modified(|s| {
+                if *s == ConsoleState::Booting {
+                    *s = ConsoleState::Closed;
+                    true
+                } else {
+                    false
+                }
+            });
+        });
+        console
+    }
+
+    /// The last lines the guest printed.
+    pub fn tail(&self) -> Vec<String> {
+        self.tail
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// The tail, indented, for error messages.
+    pub fn tail_text(&self) -> String {
+        let tail = self.tail();
+        if tail.is_empty() {
+            return "    (the serial console printed nothing)".into();
+        }
+        tail.iter().map(|l| format!("    | {l}\n")).collect()
+    }
+
+    pub fn state(&self) -> ConsoleState {
+        self.state.borrow().clone()
+    }
+
+    /// Resolves once the console shows a panic or closes.
+    pub async fn dead(&self) -> ConsoleState {
+        let mut rx = self.state.clone();
+        loop {
+            let state = rx.borrow_and_update().clone();
+            if state != ConsoleState::Booting {
+                return state;
+            }
+            if rx.changed().await.is_err() {
+                return ConsoleState::Closed;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn panic_is_detected_and_tail_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut w, r) = tokio::io::duplex(4096);
+        let console = Console::spawn(r, dir.path().join("serial.log"));
+        w.write_all(b"booting\r\nKernel panic - not syncing: Attempted to kill init!\n")
+            .await
+            .unwrap();
+        let state = console.dead().await;
+        assert!(matches!(state, ConsoleState::Panicked(ref l) if l.contains("kill init")));
+        drop(w);
+        assert!(console.tail_text().contains("booting"));
+    }
+}

@@ -1,0 +1,279 @@
+//! Workloads: a guest command plus a parser of its output into typed results. `dmatest` is the
+//! one seed S1 needs: every parameter of the seed run, run through the module's sysfs
+//! interface, its summary lines parsed per thread, and its failure lines surfaced as errors.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::guest::GuestCommand;
+use crate::vm::Vm;
+
+/// `dmatest` module parameters (see `drivers/dma/dmatest.c`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dmatest {
+    pub iterations: u32,
+    /// Per-transfer timeout in milliseconds.
+    pub timeout_ms: u32,
+    pub test_buf_size: u32,
+    pub transfer_size: u32,
+    pub norandom: bool,
+    pub noverify: bool,
+    pub polled: bool,
+    pub threads_per_chan: u32,
+    /// Channel to test (`dma0chan0`); empty means any.
+    pub channel: String,
+    /// How many channels to use at once (0: all that match).
+    pub max_channels: u32,
+}
+
+impl Dmatest {
+    /// The parameters of the seed S1 report: `iterations=1000 timeout=2000
+    /// test_buf_size=0x100000 transfer_size=0x10000 norandom=1` on `dma0chan0`.
+    pub fn seed_parameters() -> Dmatest {
+        Dmatest {
+            iterations: 1000,
+            timeout_ms: 2000,
+            test_buf_size: 0x100000,
+            transfer_size: 0x10000,
+            norandom: true,
+            noverify: false,
+            polled: false,
+            threads_per_chan: 1,
+            channel: "dma0chan0".into(),
+            max_channels: 1,
+        }
+    }
+
+    pub fn noverify(mut self, on: bool) -> Self {
+        self.noverify = on;
+        self
+    }
+
+    pub fn polled(mut self, on: bool) -> Self {
+        self.polled = on;
+        self
+    }
+
+    pub fn threads_per_chan(mut self, n: u32) -> Self {
+        self.threads_per_chan = n;
+        self
+    }
+
+    pub fn channel(mut self, name: &str) -> Self {
+        self.channel = name.to_string();
+        self
+    }
+
+    pub fn max_channels(mut self, n: u32) -> Self {
+        self.max_channels = n;
+        self
+    }
+
+    pub fn iterations(mut self, n: u32) -> Self {
+        self.iterations = n;
+        self
+    }
+
+    /// `modprobe dmatest` arguments (everything except `channel` and `run`, which are written
+    /// through sysfs after load so the channel can be chosen once the driver has bound).
+    pub fn module_args(&self) -> String {
+        format!(
+            "iterations={} timeout={} test_buf_size={:#x} transfer_size={:#x} norandom={} noverify={} polled={} threads_per_chan={} max_channels={}",
+            self.iterations,
+            self.timeout_ms,
+            self.test_buf_size,
+            self.transfer_size,
+            u8::from(self.norandom),
+            u8::from(self.noverify),
+            u8::from(self.polled),
+            self.threads_per_chan,
+            self.max_channels,
+        )
+    }
+
+    /// The guest script: load dmatest, choose the channel, start, and block until done
+    /// (reading `wait` blocks until the threads finish).
+    pub fn script(&self) -> String {
+        let channel = if self.channel.is_empty() {
+            ""
+        } else {
+            &self.channel
+        };
+        format!(
+            "set -e\n\
+             P=/sys/module/dmatest/parameters\n\
+             [ -d $P ] || modprobe dmatest {args}\n\
+             for kv in {args}; do echo ${{kv#*=}} > $P/${{kv%%=*}}; done\n\
+             echo '{channel}' > $P/channel\n\
+             dmesg -c > /dev/null\n\
+             echo 1 > $P/run\n\
+             cat $P/wait > /dev/null\n\
+             dmesg | grep dmatest || true\n",
+            args = self.module_args(),
+        )
+    }
+
+    /// Runs dmatest in `vm` and parses its results.
+    pub async fn run(&self, vm: &Vm) -> Result<DmatestResult> {
+        let limit = Duration::from_millis(
+            u64::from(self.iterations) * u64::from(self.timeout_ms.max(1)) + 120_000,
+        );
+        let out = vm
+            .exec(&GuestCommand::shell(self.script()).timeout(limit))
+            .await?;
+        let log = out.stdout_str();
+        if !out.success() {
+            bail!(
+                "dmatest did not run in {} ({}):\n{}{}",
+                vm.name,
+                out.status_text(),
+                log,
+                out.stderr_str()
+            );
+        }
+        DmatestResult::parse(&log)
+    }
+}
+
+/// One thread's summary line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DmatestThread {
+    /// e.g. `dma0chan0-copy0`.
+    pub thread: String,
+    pub tests: u64,
+    pub failures: u64,
+    pub iops: f64,
+    pub kb_per_s: f64,
+}
+
+/// The parsed outcome of one dmatest run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DmatestResult {
+    pub threads: Vec<DmatestThread>,
+}
+
+impl DmatestResult {
+    /// Parses dmesg lines. Any failure line (`result #N: 'test timed out'`, `data error`, ...)
+    /// or a thread with failures is an error quoting those lines.
+    pub fn parse(log: &str) -> Result<DmatestResult> {
+        let mut threads = Vec::new();
+        let mut failures = Vec::new();
+        for line in log.lines() {
+            let Some(pos) = line.find("dmatest: ") else {
+                continue;
+            };
+            let rest = &line[pos + "dmatest: ".len()..];
+            if let Some((thread, summary)) = rest.split_once(": summary ") {
+                threads.push(
+                    parse_summary(thread, summary).with_context(|| format!("parsing {line:?}"))?,
+                );
+            } else if (rest.contains("result #") && !rest.contains("'success'"))
+                || rest.contains("error")
+                || rest.contains("timed out")
+                || rest.contains("failed")
+            {
+                failures.push(line.trim().to_string());
+            }
+        }
+        if threads.is_empty() {
+            bail!("dmatest printed no summary line; its log:\n{log}");
+        }
+        let failed: Vec<&DmatestThread> = threads.iter().filter(|t| t.failures > 0).collect();
+        if !failures.is_empty() || !failed.is_empty() {
+            bail!(
+                "dmatest reported failures ({}):\n{}",
+                failed
+                    .iter()
+                    .map(|t| format!("{} {}/{} failed", t.thread, t.failures, t.tests))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                failures.join("\n")
+            );
+        }
+        Ok(DmatestResult { threads })
+    }
+
+    pub fn total_tests(&self) -> u64 {
+        self.threads.iter().map(|t| t.tests).sum()
+    }
+
+    pub fn total_iops(&self) -> f64 {
+        self.threads.iter().map(|t| t.iops).sum()
+    }
+}
+
+/// "1000 tests, 0 failures 1234.56 iops 78901 KB/s (0)"
+fn parse_summary(thread: &str, summary: &str) -> Result<DmatestThread> {
+    let words: Vec<&str> = summary.split_whitespace().collect();
+    let find = |unit: &str| -> Result<f64> {
+        let i = words
+            .iter()
+            .position(|w| w.trim_end_matches(',') == unit)
+            .with_context(|| format!("no {unit:?}"))?;
+        let value = words.get(i.wrapping_sub(1)).context("no value")?;
+        value
+            .parse::<f64>()
+            .with_context(|| format!("bad {unit} value {value:?}"))
+    };
+    Ok(DmatestThread {
+        thread: thread.trim().to_string(),
+        tests: find("tests")? as u64,
+        failures: find("failures")? as u64,
+        iops: find("iops")?,
+        kb_per_s: find("KB/s")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_seed_summary_line() {
+        let log = "[   12.3] dmatest: Added 1 threads using dma0chan0\n\
+                   [   12.4] dmatest: Started 1 threads using dma0chan0\n\
+                   [   20.1] dmatest: dma0chan0-copy0: summary 1000 tests, 0 failures 98412.55 iops 6298403 KB/s (0)\n";
+        let r = DmatestResult::parse(log).unwrap();
+        assert_eq!(r.threads.len(), 1);
+        let t = &r.threads[0];
+        assert_eq!(t.thread, "dma0chan0-copy0");
+        assert_eq!((t.tests, t.failures), (1000, 0));
+        assert!((t.iops - 98412.55).abs() < 1e-6);
+        assert!((t.kb_per_s - 6298403.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn failures_are_errors_with_their_lines() {
+        let log = "dmatest: dma0chan0-copy0: result #7: 'test timed out' with src_off=0x0 dst_off=0x0 len=0x10000 (0)\n\
+                   dmatest: dma0chan0-copy0: summary 7 tests, 1 failures 10.00 iops 640 KB/s (0)\n";
+        let err = DmatestResult::parse(log).unwrap_err().to_string();
+        assert!(
+            err.contains("test timed out") && err.contains("1/7 failed"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn no_summary_is_an_error() {
+        assert!(DmatestResult::parse("nothing here\n").is_err());
+    }
+
+    #[test]
+    fn module_args_carry_every_seed_parameter() {
+        let args = Dmatest::seed_parameters().module_args();
+        for want in [
+            "iterations=1000",
+            "timeout=2000",
+            "test_buf_size=0x100000",
+            "transfer_size=0x10000",
+            "norandom=1",
+            "noverify=0",
+            "polled=0",
+            "threads_per_chan=1",
+        ] {
+            assert!(args.contains(want), "{args} lacks {want}");
+        }
+    }
+}

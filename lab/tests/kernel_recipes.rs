@@ -1,0 +1,506 @@
+//! The kernel build logic against a tiny fake kernel source: a tarball whose Makefile implements
+//! the targets the lab calls (defconfig, a fragment target, olddefconfig dropping one symbol,
+//! bzImage, modules, modules_install). Fast: no compiler runs. Real builds are exercised by the
+//! scenario tests in `tests/kernels.rs`.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::Command;
+
+use lab::cache::{sha256_file, Cache};
+use lab::kernel::{self, BuildOptions, RecipeDirs};
+
+/// The fake kernel's Makefile. `olddefconfig` keeps the last assignment of each symbol, honours
+/// `# CONFIG_X is not set`, and drops CONFIG_DROPPED (as Kconfig drops an option with unmet
+/// dependencies) and CONFIG_NOT_IN_KCONFIG (as it drops a symbol it does not know). `bzImage` embeds the release, `uname -v` and the source file, so a test can see
+/// what was built. Every compile of `sched.c` appends a line to `COUNTER`.
+const MAKEFILE: &str = r##"
+O ?= .
+x86_64_defconfig:
+	mkdir -p $(O) && printf 'CONFIG_BASE=y\nCONFIG_DMA=m\n' > $(O)/.config
+kvm_guest.config:
+	printf 'CONFIG_GUEST=y\n' >> $(O)/.config
+olddefconfig:
+	awk '/^CONFIG_(DROPPED|NOT_IN_KCONFIG)=/ {next} /^CONFIG_/ {k=substr($$0,1,index($$0,"=")-1); v[k]=$$0; if (!(k in seen)) {seen[k]=1; order[++n]=k}} /^# CONFIG_.* is not set/ {delete v[$$2]} END {for (i=1;i<=n;i++) if (order[i] in v) print v[order[i]]}' $(O)/.config > $(O)/.config.new
+	mv $(O)/.config.new $(O)/.config
+	mkdir -p $(O)/include/config $(O)/include/generated
+	printf '1.2.3%s\n' "$$(sed -n 's/^CONFIG_LOCALVERSION="\(.*\)"/\1/p' $(O)/.config)" > $(O)/include/config/kernel.release
+	printf '#define UTS_VERSION "#%s SMP fake"\n' "$$KBUILD_BUILD_VERSION" > $(O)/include/generated/utsversion.h
+$(O)/sched.o: sched.c
+	@echo "  CC      sched.o"
+	echo built >> COUNTER_PATH
+	cp sched.c $(O)/sched.o
+bzImage: $(O)/sched.o
+	mkdir -p $(O)/arch/x86/boot
+	{ cat $(O)/include/config/kernel.release; cat $(O)/include/generated/utsversion.h; cat $(O)/sched.o; } > $(O)/arch/x86/boot/bzImage
+modules:
+	@echo "  CC [M]  dma.o"
+modules_install:
+	d=$(INSTALL_MOD_PATH)/lib/modules/$$(cat $(O)/include/config/kernel.release); mkdir -p $$d/kernel && echo x > $$d/kernel/dma.ko && echo 'kernel/dma.ko:' > $$d/modules.dep && ln -sf /nowhere $$d/build
+"##;
+
+const SCHED_C: &str = "int wake_affine_idle(void)\n{\n\tif (idle(this) && share_cache(this, prev))\n\t\treturn prev;\n\treturn -1;\n}\n";
+
+const GOOD_PATCH: &str = "From 0 Mon Sep 17 00:00:00 2001\nFrom: t <t@example.invalid>\nSubject: [PATCH] follow the irq\n\n---\n\
+diff --git a/sched.c b/sched.c\n--- a/sched.c\n+++ b/sched.c\n@@ -1,6 +1,6 @@\n int wake_affine_idle(void)\n {\n\
+-\tif (idle(this) && share_cache(this, prev))\n-\t\treturn prev;\n+\tif (idle(this))\n+\t\treturn this;\n \treturn -1;\n }\n-- \n2.39\n";
+
+const STALE_PATCH: &str = "--- a/sched.c\n+++ b/sched.c\n@@ -1,6 +1,6 @@ int wake_affine_idle(void)\n int wake_affine_idle(void)\n {\n\
+-\tif (old_condition(this))\n+\tif (new_condition(this))\n \t\treturn prev;\n \treturn -1;\n }\n";
+
+const MISSING_FILE_PATCH: &str =
+    "--- a/kernel/sched/gone.c\n+++ b/kernel/sched/gone.c\n@@ -1 +1 @@\n-a\n+b\n";
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    cache: Cache,
+    opts: BuildOptions,
+    counter: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let counter = root.join("compiles");
+        let src = root.join("work/linux-fake");
+        fs::create_dir_all(&src).unwrap();
+        let makefile = MAKEFILE.replace("COUNTER_PATH", &counter.display().to_string());
+        fs::write(src.join("Makefile"), makefile).unwrap();
+        fs::write(src.join("sched.c"), SCHED_C).unwrap();
+        fs::write(
+            src.join("Kconfig"),
+            "config BASE\n\tbool\nconfig DROPPED\n\tbool \"x\"\n",
+        )
+        .unwrap();
+        let tarball = root.join("linux-fake.tar.gz");
+        let ok = Command::new("tar")
+            .arg("-czf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(root.join("work"))
+            .arg("linux-fake")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "tar failed");
+        let recipes = root.join("kernels");
+        fs::create_dir_all(recipes.join("patches")).unwrap();
+        fs::create_dir_all(recipes.join("config")).unwrap();
+        fs::write(recipes.join("patches/good.patch"), GOOD_PATCH).unwrap();
+        fs::write(recipes.join("patches/stale.patch"), STALE_PATCH).unwrap();
+        fs::write(recipes.join("patches/missing.patch"), MISSING_FILE_PATCH).unwrap();
+        fs::write(
+            recipes.join("config/lab.config"),
+            "CONFIG_DMA=m\n# CONFIG_BASE is not set\n",
+        )
+        .unwrap();
+        fs::write(
+            recipes.join("config/bad.config"),
+            "# ok\nCONFIG_DROPPED=y\n",
+        )
+        .unwrap();
+        fs::write(
+            recipes.join("config/unknown.config"),
+            "CONFIG_NOT_IN_KCONFIG=y\n",
+        )
+        .unwrap();
+        let sha = sha256_file(&tarball).unwrap();
+        let base = format!(
+            "description = \"fake\"\nconfig = [\"lab.config\"]\n[source]\ntarball = \"{}\"\nsha256 = \"{sha}\"\n\
+             [boot]\ncmdline = [\"nokaslr\"]\n",
+            tarball.display()
+        );
+        fs::write(recipes.join("base.toml"), base).unwrap();
+        fs::write(recipes.join("base+good.toml"), "base = \"base\"\npatches = [\"good.patch\"]\n[boot]\nsched_features = [\"NO_RUN_TO_PARITY\"]\n").unwrap();
+        fs::write(
+            recipes.join("base+stale.toml"),
+            "base = \"base\"\npatches = [\"good.patch\", \"stale.patch\"]\n",
+        )
+        .unwrap();
+        fs::write(
+            recipes.join("base+missing.toml"),
+            "base = \"base\"\npatches = [\"missing.patch\"]\n",
+        )
+        .unwrap();
+        fs::write(
+            recipes.join("base+bad.toml"),
+            "base = \"base\"\nconfig = [\"bad.config\"]\n",
+        )
+        .unwrap();
+        fs::write(
+            recipes.join("base+unknown.toml"),
+            "base = \"base\"\nconfig = [\"unknown.config\"]\n",
+        )
+        .unwrap();
+        let cache = Cache::at(root.join("cache")).unwrap();
+        let opts = BuildOptions {
+            dirs: RecipeDirs::at(&recipes),
+            lock_path: root.join("lock.toml"),
+            jobs: 1,
+            nice: None,
+            progress: false,
+            keep_tree: true,
+        };
+        Fixture {
+            _dir: dir,
+            root,
+            cache,
+            opts,
+            counter,
+        }
+    }
+
+    fn recipe(&self, name: &str, text: &str) {
+        fs::write(self.opts.dirs.recipes.join(format!("{name}.toml")), text).unwrap();
+    }
+
+    fn compiles(&self) -> usize {
+        fs::read_to_string(&self.counter).map_or(0, |t| t.lines().count())
+    }
+
+    /// Complete entries and anything left in staging.
+    fn cache_state(&self) -> (Vec<String>, usize) {
+        let keys = kernel::list(&self.cache)
+            .unwrap()
+            .into_iter()
+            .map(|k| k.key)
+            .collect();
+        let staging =
+            fs::read_dir(self.cache.dir(kernel::KIND).join(".staging")).map_or(0, |d| d.count());
+        (keys, staging)
+    }
+}
+
+fn have_tools() -> bool {
+    let ok = |p: &str| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let all = ok("make") && ok("patch") && ok("tar") && ok("gcc") && ok("ld");
+    if !all {
+        eprintln!(
+            "skipping: needs make, patch, tar, gcc and ld (apt-get install build-essential patch)"
+        );
+    }
+    all
+}
+
+#[test]
+fn base_then_variant_builds_incrementally_with_distinct_identity() {
+    if !have_tools() {
+        return;
+    }
+    let f = Fixture::new();
+    let base = kernel::build(&f.cache, "base", &f.opts).unwrap();
+    assert_eq!(base.manifest.build.incremental_from, None);
+    assert_eq!(f.compiles(), 1);
+    let variant = kernel::build(&f.cache, "base+good", &f.opts).unwrap();
+    assert_eq!(
+        variant.manifest.build.incremental_from.as_deref(),
+        Some(base.manifest.key.as_str())
+    );
+    // Only the patched file was recompiled in the copied object tree.
+    assert_eq!(f.compiles(), 2);
+
+    assert_ne!(base.manifest.key, variant.manifest.key);
+    assert_ne!(base.manifest.release, variant.manifest.release);
+    assert_eq!(
+        base.manifest.release,
+        format!("1.2.3{}", kernel::local_version(&base.manifest.key))
+    );
+    assert!(
+        variant.manifest.uts_version.starts_with("#1-base+good "),
+        "{}",
+        variant.manifest.uts_version
+    );
+    let patches: Vec<_> = variant
+        .manifest
+        .patches
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(patches, ["good.patch"]);
+    assert_eq!(
+        variant.manifest.patches[0].sha256,
+        sha256_file(&f.opts.dirs.patches.join("good.patch")).unwrap()
+    );
+    assert_eq!(variant.manifest.boot.cmdline, ["nokaslr"]);
+    assert_eq!(variant.manifest.boot.sched_features, ["NO_RUN_TO_PARITY"]);
+
+    let image = fs::read_to_string(variant.bzimage()).unwrap();
+    assert!(image.contains("if (idle(this))") && image.contains(&variant.manifest.release));
+    let base_image = fs::read_to_string(base.bzimage()).unwrap();
+    assert!(
+        base_image.contains("share_cache"),
+        "the variant's patch leaked into the base"
+    );
+    assert!(fs::read_to_string(base.dir.join("tree/sched.c"))
+        .unwrap()
+        .contains("share_cache"));
+
+    assert!(variant.modules_dir().join("modules.dep").is_file());
+    assert!(variant
+        .modules_dir()
+        .join("build")
+        .symlink_metadata()
+        .is_err());
+    let config = fs::read_to_string(variant.config()).unwrap();
+    assert!(config.contains("CONFIG_DMA=m") && !config.contains("CONFIG_BASE=y"));
+    assert!(fs::read_to_string(variant.build_log())
+        .unwrap()
+        .contains("good.patch"));
+
+    // Cached now: no more compiles, same entry.
+    let again = kernel::build(&f.cache, "base+good", &f.opts).unwrap();
+    assert_eq!(again.dir, variant.dir);
+    assert_eq!(f.compiles(), 2);
+    assert_eq!(kernel::list(&f.cache).unwrap().len(), 2);
+}
+
+#[test]
+fn a_patch_that_does_not_apply_names_patch_file_and_hunk_and_caches_nothing() {
+    if !have_tools() {
+        return;
+    }
+    let f = Fixture::new();
+    let err = format!(
+        "{:#}",
+        kernel::build(&f.cache, "base+stale", &f.opts).unwrap_err()
+    );
+    assert!(err.contains("stale.patch"), "{err}");
+    assert!(err.contains("sched.c"), "{err}");
+    assert!(
+        err.contains("hunk #1") && err.contains("@@ -1,6 +1,6 @@"),
+        "{err}"
+    );
+    assert!(err.contains("build log: "), "{err}");
+    // The base built fine and stays; nothing of the variant is cached or left in staging.
+    let (keys, staging) = f.cache_state();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert_eq!(staging, 0);
+
+    let err = format!(
+        "{:#}",
+        kernel::build(&f.cache, "base+missing", &f.opts).unwrap_err()
+    );
+    assert!(
+        err.contains("missing.patch")
+            && err.contains("kernel/sched/gone.c")
+            && err.contains("not found"),
+        "{err}"
+    );
+    assert_eq!(f.cache_state(), (keys, 0));
+}
+
+#[test]
+fn a_config_symbol_that_cannot_be_set_is_named() {
+    if !have_tools() {
+        return;
+    }
+    let f = Fixture::new();
+    let err = format!(
+        "{:#}",
+        kernel::build(&f.cache, "base+bad", &f.opts).unwrap_err()
+    );
+    assert!(
+        err.contains("CONFIG_DROPPED") && err.contains("bad.config:2"),
+        "{err}"
+    );
+    assert!(err.contains("dependency is unmet"), "{err}");
+    let err = format!(
+        "{:#}",
+        kernel::build(&f.cache, "base+unknown", &f.opts).unwrap_err()
+    );
+    assert!(
+        err.contains("CONFIG_NOT_IN_KCONFIG") && err.contains("removed or renamed"),
+        "{err}"
+    );
+    let (keys, staging) = f.cache_state();
+    assert_eq!(
+        (keys.len(), staging),
+        (1, 0),
+        "only the base may be cached: {keys:?}"
+    );
+}
+
+#[test]
+fn missing_source_and_checksum_mismatch_are_named_and_cache_nothing() {
+    if !have_tools() {
+        return;
+    }
+    let f = Fixture::new();
+    let gone = f.root.join("nope.tar.gz");
+    f.recipe(
+        "gone",
+        &format!(
+            "[source]\ntarball = \"{}\"\nsha256 = \"{}\"\n",
+            gone.display(),
+            "0".repeat(64)
+        ),
+    );
+    let err = format!(
+        "{:#}",
+        kernel::build(&f.cache, "gone", &f.opts).unwrap_err()
+    );
+    assert!(
+        err.contains("nope.tar.gz") && err.contains("source.tarball"),
+        "{err}"
+    );
+
+    let tarball = f.root.join("linux-fake.tar.gz");
+    let wrong = "ab".repeat(32);
+    f.recipe(
+        "wrongsum",
+        &format!(
+            "[source]\ntarball = \"{}\"\nsha256 = \"{wrong}\"\n",
+            tarball.display()
+        ),
+    );
+    let err = format!(
+        "{:#}",
+        kernel::build(&f.cache, "wrongsum", &f.opts).unwrap_err()
+    );
+    let actual = sha256_file(&tarball).unwrap();
+    assert!(
+        err.contains("checksum mismatch") && err.contains(&wrong) && err.contains(&actual),
+        "{err}"
+    );
+    assert_eq!(f.cache_state(), (vec![], 0));
+}
+
+#[test]
+fn two_threads_asking_for_one_kernel_build_it_once() {
+    if !have_tools() {
+        return;
+    }
+    let f = Fixture::new();
+    let dirs: Vec<PathBuf> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..3)
+            .map(|_| s.spawn(|| kernel::build(&f.cache, "base+good", &f.opts).unwrap().dir))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(dirs.windows(2).all(|w| w[0] == w[1]));
+    // One compile for the base, one for the variant, whichever thread got there first.
+    assert_eq!(f.compiles(), 2);
+}
+
+#[test]
+fn recipe_errors_name_the_file_and_field() {
+    let f = Fixture::new();
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "t1",
+            "patches = 1\n[source]\ndebian = \"linux-source-6.12\"\n",
+            &["t1.toml", "patches"],
+        ),
+        (
+            "t2",
+            "pathces = []\n[source]\ndebian = \"linux-source-6.12\"\n",
+            &["t2.toml", "pathces"],
+        ),
+        ("t3", "config = []\n", &["t3.toml", "`source`"]),
+        (
+            "t4",
+            "[source]\ndebian = \"linux-source-6.12\"\ngit = \"/x\"\n",
+            &["t4.toml", "exactly one"],
+        ),
+        ("t5", "[source]\ngit = \"/x\"\n", &["t5.toml", "source.ref"]),
+        (
+            "t6",
+            "[source]\ntarball = \"x.tar\"\nsha256 = \"12\"\n",
+            &["t6.toml", "source.sha256"],
+        ),
+        (
+            "t7",
+            "base = \"base\"\npatches = [\"nope.patch\"]\n",
+            &["t7.toml", "patches", "nope.patch"],
+        ),
+        (
+            "t8",
+            "base = \"base\"\nconfig = [\"../escape\"]\n",
+            &["t8.toml", "config"],
+        ),
+        ("t9", "base = \"t9\"\n", &["loops", "t9 -> t9"]),
+        (
+            "t10",
+            "base = \"base\"\n[boot]\nsched_features = [\"x y\"]\n",
+            &["t10.toml", "sched_features[0]"],
+        ),
+        (
+            "t11",
+            "base = \"base\"\n[source]\ndebian = \"linux-source-6.12\"\n",
+            &["t11.toml", "takes its source from the base"],
+        ),
+    ];
+    for (name, text, needles) in cases {
+        f.recipe(name, text);
+        let err = format!("{:#}", kernel::load_recipe(&f.opts.dirs, name).unwrap_err());
+        for n in *needles {
+            assert!(err.contains(n), "{name}: {n:?} not in: {err}");
+        }
+    }
+    let err = format!(
+        "{:#}",
+        kernel::load_recipe(&f.opts.dirs, "no-such").unwrap_err()
+    );
+    assert!(err.contains("no-such.toml"), "{err}");
+    assert!(kernel::load_recipe(&f.opts.dirs, "../etc/passwd").is_err());
+}
+
+#[test]
+fn shipped_recipes_load() {
+    let dirs = RecipeDirs::at(lab::repo_path("images/kernels"));
+    let names = kernel::recipe_names(&dirs).unwrap();
+    for required in ["v6.12", "v6.12+wake-affine-idle-revert", "v7.3"] {
+        assert!(
+            names.iter().any(|n| n == required),
+            "{required} missing from {names:?}"
+        );
+    }
+    for name in &names {
+        let r = kernel::load_recipe(&dirs, name).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        assert!(!r.config.is_empty(), "{name} has no lab config fragment");
+    }
+    let revert = kernel::load_recipe(&dirs, "v6.12+wake-affine-idle-revert").unwrap();
+    assert_eq!(revert.base.as_ref().unwrap().name, "v6.12");
+    assert_eq!(revert.own_patches().len(), 1);
+}
+
+#[test]
+fn shipped_patch_applies_to_a_copy_of_wake_affine_idle() {
+    if !have_tools() {
+        return;
+    }
+    // The context lines of 6.12's wake_affine_idle(), as the patch expects them.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kernel/sched/fair.c");
+    fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let patch = lab::repo_path("images/kernels/patches/wake-affine-idle-revert.patch");
+    let text = fs::read_to_string(&patch).unwrap();
+    // Rebuild the pre-image from the hunk: context and removed lines.
+    let pre: String = text
+        .lines()
+        .skip_while(|l| !l.starts_with("@@"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("-- "))
+        .filter(|l| !l.starts_with('+'))
+        .map(|l| format!("{}\n", &l[1.min(l.len())..]))
+        .collect();
+    let padding = "\n".repeat(7457);
+    fs::write(&file, format!("{padding}{pre}")).unwrap();
+    let r = lab::kernel::recipe::PatchRef {
+        name: "wake-affine-idle-revert.patch".into(),
+        sha256: sha256_file(&patch).unwrap(),
+        path: patch,
+    };
+    let mut log = Vec::new();
+    lab::kernel::patch::apply(dir.path(), &r, &mut log).unwrap();
+    let after = fs::read_to_string(&file).unwrap();
+    assert!(after.contains("\tif (available_idle_cpu(this_cpu))\n\t\treturn this_cpu;"));
+    assert!(!after.contains("cpus_share_cache(this_cpu, prev_cpu)"));
+}

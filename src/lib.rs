@@ -1,0 +1,1 @@
+//! The scenarios live in `tests/`; this crate exists to own them.

@@ -1,0 +1,123 @@
+//! Boot each shipped topology that fits this host and check, from inside the guest, that the
+//! kernel sees exactly the declared CPUs per node, LLC groups, SMT siblings, node memory and
+//! distances.
+
+mod common;
+
+use lab::topology::{parse_cpulist, Topology};
+use lab::BootOptions;
+
+/// Reads what the guest kernel reports, as one `key value` line per fact.
+const PROBE: &str = r#"
+for c in /sys/devices/system/cpu/cpu[0-9]*; do
+  n=${c##*/cpu}
+  echo "cpu$n.llc $(cat $c/cache/index3/shared_cpu_list 2>/dev/null || echo none)"
+  echo "cpu$n.smt $(cat $c/topology/thread_siblings_list)"
+done
+for d in /sys/devices/system/node/node[0-9]*; do
+  n=${d##*/node}
+  echo "node$n.cpus $(cat $d/cpulist)"
+  echo "node$n.dist $(cat $d/distance)"
+  echo "node$n.memkb $(awk '/MemTotal/ {print $4}' $d/meminfo)"
+done
+echo "online $(cat /sys/devices/system/cpu/online)"
+"#;
+
+async fn check_topology(name: &str) {
+    let lab = common::lab().await;
+    let topology = Topology::by_name(name).unwrap();
+    let vm = lab
+        .boot(BootOptions::named(&format!("topology-{name}")).topology(name))
+        .await
+        .unwrap();
+    let report = vm.sh(PROBE).await.unwrap();
+    let facts: std::collections::BTreeMap<&str, &str> =
+        report.lines().filter_map(|l| l.split_once(' ')).collect();
+    let expected = topology.guest_view();
+    let mut problems = Vec::new();
+    let n = topology.nr_cpus();
+    let online = parse_cpulist(facts.get("online").copied().unwrap_or("")).unwrap_or_default();
+    if online != (0..n).collect::<Vec<_>>() {
+        problems.push(format!("online CPUs {online:?}, declared 0-{}", n - 1));
+    }
+    for cpu in &expected.cpus {
+        let llc = facts.get(format!("cpu{}.llc", cpu.cpu).as_str()).copied();
+        if llc != Some(cpu.llc_cpus.as_str()) {
+            problems.push(format!(
+                "cpu{} LLC: guest {llc:?}, declared {}",
+                cpu.cpu, cpu.llc_cpus
+            ));
+        }
+        let smt = facts.get(format!("cpu{}.smt", cpu.cpu).as_str()).copied();
+        if smt != Some(cpu.thread_siblings.as_str()) {
+            problems.push(format!(
+                "cpu{} SMT siblings: guest {smt:?}, declared {}",
+                cpu.cpu, cpu.thread_siblings
+            ));
+        }
+    }
+    for node in &expected.nodes {
+        let cpus = facts
+            .get(format!("node{}.cpus", node.node).as_str())
+            .copied();
+        if cpus != Some(node.cpus.as_str()) {
+            problems.push(format!(
+                "node{} CPUs: guest {cpus:?}, declared {}",
+                node.node, node.cpus
+            ));
+        }
+        let dist = facts
+            .get(format!("node{}.dist", node.node).as_str())
+            .copied();
+        let declared: Vec<String> = node.distances.iter().map(u32::to_string).collect();
+        if dist != Some(declared.join(" ").as_str()) {
+            problems.push(format!(
+                "node{} distances: guest {dist:?}, declared {declared:?}",
+                node.node
+            ));
+        }
+        let kb: u64 = facts
+            .get(format!("node{}.memkb", node.node).as_str())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let ratio = (kb * 1024) as f64 / node.memory_bytes as f64;
+        if !(0.95..=1.0).contains(&ratio) {
+            problems.push(format!(
+                "node{} memory: guest {kb} kB = {:.1}% of the declared {} bytes (want within 5%)",
+                node.node,
+                ratio * 100.0,
+                node.memory_bytes
+            ));
+        }
+    }
+    let extra_nodes = facts.keys().filter(|k| k.ends_with(".cpus")).count();
+    if extra_nodes != expected.nodes.len() {
+        problems.push(format!(
+            "guest has {extra_nodes} nodes, declared {}",
+            expected.nodes.len()
+        ));
+    }
+    println!("{}", topology.describe());
+    println!("booted in {:.1?}; guest report:\n{report}", vm.boot_time);
+    assert!(
+        problems.is_empty(),
+        "{name}: the guest's view differs:\n  {}",
+        problems.join("\n  ")
+    );
+    vm.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn ci_2node_4llc_guest_sees_declared_topology() {
+    check_topology("ci-2node-4llc").await;
+}
+
+#[tokio::test]
+async fn ci_smt_guest_sees_smt_siblings() {
+    check_topology("ci-smt").await;
+}
+
+#[tokio::test]
+async fn epyc_7313_nps4_guest_sees_four_nodes_and_llcs() {
+    check_topology("epyc-7313-nps4").await;
+}

@@ -1,0 +1,198 @@
+//! VM lifecycle: guest control through the agent, panics and hangs become errors that quote the
+//! console, and no QEMU ever outlives its test (drop, panic, or the test process dying).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use lab::guest::{GuestCommand, GuestError};
+use lab::BootOptions;
+
+#[tokio::test]
+async fn guest_runs_commands_with_env_stdin_files_and_concurrency() {
+    let lab = common::lab().await;
+    let vm = lab
+        .boot(BootOptions::named("vm-guest-control"))
+        .await
+        .unwrap();
+    let guest = vm.guest();
+
+    let out = guest
+        .exec(
+            &GuestCommand::shell("echo out; echo err >&2; echo $LAB_X; exit 3")
+                .env("LAB_X", "forty-two"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code(), 3);
+    assert_eq!(out.stdout_str(), "out\nforty-two\n");
+    assert_eq!(out.stderr_str(), "err\n");
+
+    let out = guest
+        .exec(&GuestCommand::new(["cat"]).stdin(b"piped in".to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"piped in");
+
+    guest
+        .write_file("/tmp/hello", b"written from the host")
+        .await
+        .unwrap();
+    assert_eq!(
+        guest.read_file("/tmp/hello").await.unwrap(),
+        b"written from the host"
+    );
+    assert!(guest.read_file("/no/such/file").await.is_err());
+
+    // Eight commands at once, each sleeping 1 s: together they take about one second, not eight.
+    let start = Instant::now();
+    let runs = (0..8).map(|i| {
+        let cmd = GuestCommand::shell(format!("sleep 1; echo {i}"));
+        async move { guest.exec(&cmd).await }
+    });
+    let outs = futures::future::join_all(runs).await;
+    for (i, out) in outs.into_iter().enumerate() {
+        assert_eq!(out.unwrap().stdout_str().trim(), i.to_string());
+    }
+    let took = start.elapsed();
+    assert!(
+        took < Duration::from_secs(6),
+        "8 concurrent 1 s commands took {took:?}"
+    );
+    vm.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn command_timeout_is_an_error_and_the_vm_is_gone_after_drop() {
+    let lab = common::lab().await;
+    let vm = lab.boot(BootOptions::named("vm-timeout")).await.unwrap();
+    let pid = vm.qemu_pid;
+    let start = Instant::now();
+    let err = vm
+        .guest()
+        .exec(&GuestCommand::new(["sleep", "60"]).timeout(Duration::from_secs(2)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, GuestError::Timeout { .. }),
+        "expected a timeout, got {err}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "timeout took {:?}",
+        start.elapsed()
+    );
+    // The guest is still usable after a timed-out command (its process group was killed).
+    assert!(vm
+        .guest()
+        .exec(&GuestCommand::new(["true"]))
+        .await
+        .unwrap()
+        .success());
+    drop(vm);
+    assert!(
+        common::wait_gone(pid, Duration::from_secs(5)),
+        "QEMU {pid} outlived its Vm"
+    );
+}
+
+#[tokio::test]
+async fn guest_panic_is_an_error_quoting_the_panic() {
+    let lab = common::lab().await;
+    let start = Instant::now();
+    // An rdinit that does not exist: the kernel falls back to mounting a root it does not have
+    // and panics.
+    let err = lab
+        .boot(BootOptions::named("vm-panic").cmdline("rdinit=/does-not-exist"))
+        .await
+        .unwrap_err();
+    let took = start.elapsed();
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("Kernel panic"),
+        "error does not quote the panic:\n{text}"
+    );
+    assert!(
+        took < Duration::from_secs(60),
+        "panic took {took:?} to surface"
+    );
+    println!("panic surfaced in {took:.1?}:\n{text}");
+}
+
+#[tokio::test]
+async fn dropping_a_vm_or_panicking_leaves_no_qemu() {
+    let lab = common::lab().await;
+    let vm = lab.boot(BootOptions::named("vm-drop")).await.unwrap();
+    let pid = vm.qemu_pid;
+    assert!(common::process_alive(pid));
+    drop(vm);
+    assert!(
+        common::wait_gone(pid, Duration::from_secs(5)),
+        "QEMU {pid} outlived drop"
+    );
+
+    // A test body that panics mid-run: unwinding drops the VM.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let task = tokio::spawn(async move {
+        let vm = lab
+            .boot(BootOptions::named("vm-panicking-test"))
+            .await
+            .unwrap();
+        tx.send(vm.qemu_pid).unwrap();
+        panic!("deliberate panic with a running VM");
+    });
+    assert!(task.await.unwrap_err().is_panic());
+    let pid = rx.recv().unwrap();
+    assert!(
+        common::wait_gone(pid, Duration::from_secs(5)),
+        "QEMU {pid} outlived a panicking test"
+    );
+}
+
+/// Run by `qemu_dies_with_its_test_process` in a child process: boots, reports QEMU's pid, then
+/// aborts (no unwinding, no destructors) so only the kernel's parent-death signal can clean up.
+#[tokio::test]
+#[ignore = "helper for qemu_dies_with_its_test_process; aborts on purpose"]
+async fn helper_boot_then_abort() {
+    if std::env::var_os("LAB_ABORT_HELPER").is_none() {
+        return;
+    }
+    let lab = common::lab().await;
+    let vm = lab.boot(BootOptions::named("vm-abort")).await.unwrap();
+    println!("QEMU_PID={}", vm.qemu_pid);
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    std::process::abort();
+}
+
+#[test]
+fn qemu_dies_with_its_test_process() {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "helper_boot_then_abort",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("LAB_ABORT_HELPER", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pid: u32 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("QEMU_PID="))
+        .unwrap_or_else(|| {
+            panic!(
+                "helper printed no pid:\n{stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+        .parse()
+        .unwrap();
+    assert!(!out.status.success(), "the helper was meant to abort");
+    assert!(
+        common::wait_gone(pid, Duration::from_secs(5)),
+        "QEMU {pid} outlived its dead test process"
+    );
+}
