@@ -212,3 +212,51 @@ impl Lab {
         }
     }
 }
+
+impl Lab {
+    /// The kernel and boot settings of a variant; builds the kernel (once, cached) if needed.
+    pub async fn variant_kernel(
+        &self,
+        variant: &crate::kernel::Variant,
+    ) -> Result<(BootKernel, crate::kernel::BootSettings)> {
+        let cache = self.cache.clone();
+        let variant = variant.clone();
+        tokio::task::spawn_blocking(move || {
+            let opts = crate::kernel::BuildOptions::default();
+            let recipe = crate::kernel::load_recipe(&opts.dirs, &variant.kernel)?;
+            let settings = variant.effective(&recipe)?;
+            let built = crate::kernel::build(&cache, &variant.kernel, &opts)
+                .with_context(|| format!("building kernel {}", variant.kernel))?;
+            Ok((boot_kernel(&built), settings))
+        })
+        .await?
+    }
+}
+
+/// What a VM needs of a built kernel.
+pub fn boot_kernel(built: &crate::kernel::BuiltKernel) -> BootKernel {
+    BootKernel {
+        name: built.manifest.recipe.clone(),
+        release: built.manifest.release.clone(),
+        bzimage: built.bzimage(),
+        modules: Some(built.modules_dir()),
+        cmdline: vec![],
+        identity: format!("recipe {} key {}", built.manifest.recipe, built.manifest.key),
+    }
+}
+
+/// Applies a variant's scheduler features and sysctls in a booted guest and reads them back.
+pub async fn apply_boot_settings(vm: &Vm, settings: &crate::kernel::BootSettings) -> Result<()> {
+    if settings.sched_features.is_empty() && settings.sysctls.is_empty() {
+        return Ok(());
+    }
+    vm.sh(&crate::kernel::apply_script(settings)?)
+        .await
+        .context("applying the variant's scheduler features and sysctls")?;
+    if !settings.sched_features.is_empty() {
+        let text = vm.sh("cat /sys/kernel/debug/sched/features").await?;
+        crate::kernel::features_in_effect(&settings.sched_features, &text)
+            .with_context(|| format!("in guest {}", vm.name))?;
+    }
+    Ok(())
+}

@@ -14,6 +14,7 @@ pub mod image;
 pub mod kernel;
 pub mod observe;
 pub mod report;
+pub mod scenario;
 pub mod stats;
 pub mod toolchain;
 pub mod topology;

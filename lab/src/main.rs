@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -52,6 +52,28 @@ enum Cmd {
         #[command(subcommand)]
         command: BenchCmd,
     },
+    /// Seed S1 side by side: v6.12 vs v6.12+wake-affine-idle-revert, dmatest thread placement
+    /// with its DMA completion interrupt pinned elsewhere; prints an LKP-style table.
+    Compare {
+        /// Where the interrupt goes relative to the thread's start LLC.
+        #[arg(long, value_enum, default_value = "cross-llc")]
+        placement: Placement,
+        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
+        topology: String,
+        /// Boots per kernel (one boot is one sample).
+        #[arg(long, default_value_t = 5)]
+        repetitions: usize,
+        /// The two kernel recipes, base first.
+        #[arg(long, num_args = 2, default_values = ["v6.12", "v6.12+wake-affine-idle-revert"])]
+        kernels: Vec<String>,
+    },
+    /// Print the stored comparison tables under results/.
+    Report,
+    /// Kernel recipes and their cached builds.
+    Kernel {
+        #[command(subcommand)]
+        command: KernelCmd,
+    },
     /// The lock file of pinned Debian packages.
     Lock {
         #[command(subcommand)]
@@ -75,6 +97,33 @@ enum BenchCmd {
         runs: usize,
         #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
         topology: String,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Placement {
+    CrossLlc,
+    SameLlc,
+    RemoteNode,
+}
+
+#[derive(Subcommand)]
+enum KernelCmd {
+    /// Build a recipe (and its base) into the cache.
+    Build { recipes: Vec<String> },
+    /// List cached kernels.
+    List,
+    /// Remove cached kernels no current recipe uses.
+    Gc {
+        /// Remove every cached kernel.
+        #[arg(long)]
+        all: bool,
+        /// Also drop the object trees of kept kernels (variants then build cold).
+        #[arg(long)]
+        drop_trees: bool,
+        /// Only say what would be removed.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -172,6 +221,89 @@ async fn run(cli: Cli) -> Result<i32> {
         Cmd::Bench { command } => match command {
             BenchCmd::Boot { runs, topology } => lab::bench::boot(runs, &topology).await.map(|_| 0),
         },
+        Cmd::Compare {
+            placement,
+            topology,
+            repetitions,
+            kernels,
+        } => {
+            let placement = match placement {
+                Placement::CrossLlc => lab::scenario::IrqPlacement::CrossLlc,
+                Placement::SameLlc => lab::scenario::IrqPlacement::SameLlc,
+                Placement::RemoteNode => lab::scenario::IrqPlacement::RemoteNode,
+            };
+            let mut scenario = lab::scenario::DmaWakeup::seed(placement)
+                .topology(&topology)
+                .repetitions(repetitions);
+            scenario.variants = kernels.iter().map(|k| lab::kernel::Variant::kernel(k)).collect();
+            let lab = lab_ready().await?;
+            eprintln!(
+                "lab: {} on {topology} ({}), {} boots per kernel, interleaved",
+                scenario.name,
+                lab.accel.name(),
+                repetitions
+            );
+            let outcome = scenario.run(&lab).await?;
+            print!("{}", outcome.comparison.table());
+            let table = lab::scenario::write_table(&outcome)?;
+            eprintln!("lab: record {} and table {}", outcome.record_path.display(), table.display());
+            if !lab.on_kvm() {
+                eprintln!("lab: throughput (iops) is not meaningful under {}; placement is", lab.accel.name());
+            }
+            Ok(0)
+        }
+        Cmd::Report => {
+            let root = lab::host::results_root();
+            let mut found = 0;
+            for entry in walk_json(&root) {
+                if let Ok(record) = lab::report::RunRecord::read_json(&entry) {
+                    println!("== {}", entry.display());
+                    print!("{}", record.comparison.table());
+                    found += 1;
+                }
+            }
+            if found == 0 {
+                println!("no comparison records under {}", root.display());
+            }
+            Ok(0)
+        }
+        Cmd::Kernel { command } => {
+            let cache = lab::cache::Cache::from_env()?;
+            let opts = lab::kernel::BuildOptions::default();
+            match command {
+                KernelCmd::Build { recipes } => {
+                    let recipes = if recipes.is_empty() {
+                        vec![lab::kernel::DEFAULT_RECIPE.to_string()]
+                    } else {
+                        recipes
+                    };
+                    for name in recipes {
+                        let built = tokio::task::spawn_blocking({
+                            let cache = cache.clone();
+                            let opts = opts.clone();
+                            move || lab::kernel::build(&cache, &name, &opts)
+                        })
+                        .await??;
+                        println!(
+                            "{} {} ({})",
+                            built.manifest.recipe,
+                            built.manifest.release,
+                            built.dir.display()
+                        );
+                    }
+                }
+                KernelCmd::List => print!("{}", lab::kernel::list_table(&cache)?),
+                KernelCmd::Gc {
+                    all,
+                    drop_trees,
+                    dry_run,
+                } => {
+                    let report = lab::kernel::gc_unused(&cache, &opts, all, drop_trees, dry_run)?;
+                    println!("{report:?}");
+                }
+            }
+            Ok(0)
+        }
         Cmd::Lock { command } => match command {
             LockCmd::Update => {
                 let cache = lab::cache::Cache::from_env()?;
@@ -190,11 +322,30 @@ async fn run(cli: Cli) -> Result<i32> {
     }
 }
 
+/// Every `*.json` under `dir`, sorted.
+fn walk_json(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|e| e == "json") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 async fn resolve_kernel(lab: &Lab, name: &str) -> Result<lab::vm::BootKernel> {
     if name == "debian" {
-        return Ok(lab.default_kernel().clone());
+        return lab::image::debian_kernel(&lab.cache);
     }
-    bail!("unknown kernel {name:?}")
+    let (kernel, _settings) = lab.variant_kernel(&lab::kernel::Variant::kernel(name)).await?;
+    Ok(kernel)
 }
 
 async fn doctor() -> Result<i32> {

@@ -257,9 +257,13 @@ impl Comparison {
     }
 
     pub fn metric(&self, name: &str) -> Result<&Metric, ReportError> {
+        Ok(&self.metrics[self.metric_index(name)?])
+    }
+
+    fn metric_index(&self, name: &str) -> Result<usize, ReportError> {
         self.metrics
             .iter()
-            .find(|m| m.name == name)
+            .position(|m| m.name == name)
             .ok_or_else(|| ReportError::UnknownMetric {
                 comparison: self.name.clone(),
                 metric: name.to_string(),
@@ -302,15 +306,6 @@ impl Comparison {
             .or_default()
             .push(value);
         Ok(())
-    }
-
-    fn metric_index(&self, metric: &str) -> Result<usize, ReportError> {
-        let m = self.metric(metric)?;
-        Ok(self
-            .metrics
-            .iter()
-            .position(|x| std::ptr::eq(x, m))
-            .unwrap_or_default())
     }
 
     /// The samples of `variant` for `metric`, in boot order (empty if none yet).
@@ -765,8 +760,9 @@ impl Widths {
         self.mean + 3 + self.stddev + 1
     }
 
+    /// Two spaces keep a long %change off the previous group.
     fn other_group(&self) -> usize {
-        self.pct + 1 + MARKER_WIDTH + 2 + self.base_group()
+        2 + self.pct + 1 + MARKER_WIDTH + 2 + self.base_group()
     }
 }
 
@@ -910,7 +906,7 @@ impl Table {
             .zip(&self.groups)
             .map(|(v, &g)| format!("{v:^g$}"))
             .collect();
-        lines.push(names.join(" "));
+        lines.push(names.join(" ").trim_end().to_string());
         let dashes: Vec<String> = self.groups.iter().map(|&g| "-".repeat(g)).collect();
         lines.push(dashes.join(" "));
 
@@ -927,14 +923,20 @@ impl Table {
                 place(&mut marks, pct_end - 3, "|");
             }
         }
-        lines.push(captions.into_iter().collect());
-        lines.push(marks.into_iter().collect());
+        lines.push(
+            captions
+                .into_iter()
+                .collect::<String>()
+                .trim_end()
+                .to_string(),
+        );
+        lines.push(marks.into_iter().collect::<String>().trim_end().to_string());
 
         for row in &self.rows {
             let mut groups = vec![format!("{:>g$}", row.base.render(w), g = self.groups[0])];
             for (o, &g) in row.others.iter().zip(&self.groups[1..]) {
                 let text = format!(
-                    "{:>pw$} {:<mk$}  {}",
+                    "  {:>pw$} {:<mk$}  {}",
                     o.pct,
                     o.marker,
                     o.cell.render(w),
@@ -1032,12 +1034,12 @@ mod tests {
         let want = "\
 comparison: dmatest-cross-llc
 
-     v6.12               v6.12+wake-affine-idle-revert
----------------- ---------------------------------------
-         %stddev  %change             %stddev
-             \\         |                   \\
-      4.20 ± 90%  +2083.3% **       91.70 ±  3%  share_on_irq_cpu (%)               p=0.008 [+1978.5%, +2188.1%]  n=5/5
-     12.60 ±  7%     +0.8%          12.80 ± 12%  cross_llc_migrations (per 100)  p=0.857 [-11.6%, +13.2%]  n=5/5
+     v6.12        v6.12+wake-affine-idle-revert
+---------------- -------------------------------
+         %stddev  %change                %stddev
+            \\        |                      \\
+      4.20 ± 92%   +2083.3% **       91.70 ±  4%  share_on_irq_cpu (%)            p=0.008 [+1959.2%, +2207.4%]  n=5/5
+     12.60 ±  8%      +1.6%          12.80 ± 13%  cross_llc_migrations (per 100)  p=0.921 [-15.0%, +18.2%]  n=5/5
 
 * p<0.05, ** p<0.01 (two-sided permutation test on the means) and |difference| above the metric's noise floor
 p: that test's p-value; [..]: 95% Welch-t interval of the %change; n: boots per variant, base first
@@ -1101,7 +1103,7 @@ p: that test's p-value; [..]: 95% Welch-t interval of the %change; n: boots per 
         assert_eq!(share[ends[0]], '%', "{table}");
         assert_eq!(share[ends[1]], '%', "{table}");
         assert_eq!(share[ends[2]], '%', "{table}");
-        assert!(lines[6].contains("+2150.0% **"), "{table}");
+        assert!(lines[6].contains("+1433.3% **"), "{table}");
         assert!(lines[6].contains("better"), "{table}");
         assert!(lines[6].ends_with("n=5/5/5"), "{table}");
         assert!(lines[7].ends_with("n=5/5/1"), "{table}");

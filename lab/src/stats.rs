@@ -279,7 +279,7 @@ pub fn interleaved_order(variants: usize, repetitions: usize) -> Vec<usize> {
         .collect();
     let rotated = |r: usize| first.iter().map(move |&v| (v + r) % variants);
     // An odd-sized Williams design needs the square and its mirror image.
-    let cycle = if variants % 2 == 0 {
+    let cycle = if variants.is_multiple_of(2) {
         variants
     } else {
         2 * variants
@@ -776,8 +776,8 @@ mod tests {
             vec![0, 1, 2, 1, 2, 0],
             "first rounds of the 3-variant design"
         );
-        for k in 2..=6 {
-            let cycle = if k % 2 == 0 { k } else { 2 * k };
+        for k in 2..=6_usize {
+            let cycle = if k.is_multiple_of(2) { k } else { 2 * k };
             let order = interleaved_order(k, cycle);
             let rounds: Vec<&[usize]> = order.chunks(k).collect();
             let mut position = vec![vec![0; k]; k];

@@ -504,3 +504,46 @@ fn shipped_patch_applies_to_a_copy_of_wake_affine_idle() {
     assert!(after.contains("\tif (available_idle_cpu(this_cpu))\n\t\treturn this_cpu;"));
     assert!(!after.contains("cpus_share_cache(this_cpu, prev_cpu)"));
 }
+
+/// The shipped recipes for real: v6.12 cold, then the S1 revert from its object tree. Takes
+/// about half an hour on two cores when nothing is cached, so it runs only when asked.
+#[test]
+fn real_v6_12_and_revert_build() {
+    if std::env::var_os("LAB_KERNEL_BUILD_TESTS").is_none() {
+        eprintln!("skipping: set LAB_KERNEL_BUILD_TESTS=1 to build the shipped v6.12 kernels (cached in LAB_CACHE_DIR)");
+        return;
+    }
+    let cache = Cache::from_env().unwrap();
+    let opts = BuildOptions::default();
+    let base = kernel::build(&cache, "v6.12", &opts).unwrap();
+    let revert = kernel::build(&cache, "v6.12+wake-affine-idle-revert", &opts).unwrap();
+    eprintln!(
+        "v6.12 {} ({:.0} s), revert {} ({:.0} s, incremental from {:?})",
+        base.manifest.release,
+        base.manifest.build.seconds,
+        revert.manifest.release,
+        revert.manifest.build.seconds,
+        revert.manifest.build.incremental_from
+    );
+    assert_ne!(base.manifest.release, revert.manifest.release);
+    assert!(revert
+        .manifest
+        .uts_version
+        .contains("v6.12+wake-affine-idle-revert"));
+    assert_eq!(revert.manifest.patches.len(), 1);
+    for k in [&base, &revert] {
+        assert!(k.bzimage().is_file());
+        let dep = fs::read_to_string(k.modules_dir().join("modules.dep")).unwrap();
+        for m in ["ioatdma.ko", "ptdma.ko", "dmatest.ko"] {
+            assert!(
+                dep.contains(m),
+                "{m} missing from {}",
+                k.modules_dir().display()
+            );
+        }
+        let config = fs::read_to_string(k.config()).unwrap();
+        assert!(
+            config.contains("CONFIG_SCHED_DEBUG=y") && config.contains("CONFIG_VIRTIO_CONSOLE=y")
+        );
+    }
+}

@@ -178,5 +178,13 @@ mod tests {
         v.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, EVENTFD, 7, 1, vec![f]);
         v.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, EVENTFD, u32::MAX, 3, vec![]);
         assert!(!v.is_wired(0));
+        // A huge count is bounded by the table, not iterated.
+        let (e, f) = efd();
+        let t = std::time::Instant::now();
+        v.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, EVENTFD, 0, u32::MAX, vec![f]);
+        let trigger = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
+        v.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, trigger, 0, u32::MAX, vec![]);
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(e.read().ok(), Some(1), "DATA_NONE with a count triggers");
     }
 }

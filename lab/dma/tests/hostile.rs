@@ -35,6 +35,13 @@ enum Op {
         slot: u64,
         words: [u64; 4],
     },
+    /// Point a channel (or the PTDMA queue) at ring slot `slot` and ring the doorbell for
+    /// `count` descriptors, the way a driver starts work, so random descriptors get executed.
+    Start {
+        ch: u64,
+        slot: u64,
+        count: u16,
+    },
     Reset,
     UnmapHigh,
     RemapHigh,
@@ -125,6 +132,8 @@ fn op(offset: BoxedStrategy<u64>) -> impl Strategy<Value = Op> {
         8 => (offset.clone(), width.clone(), value()).prop_map(|(off, width, val)| Op::Write { off, width, val }),
         2 => (offset, width).prop_map(|(off, width)| Op::Read { off, width }),
         5 => (0..SLOTS, desc_words()).prop_map(|(slot, words)| Op::Desc { slot, words }),
+        3 => (0..4u64, 0..SLOTS, prop_oneof![1..8u16, any::<u16>()])
+            .prop_map(|(ch, slot, count)| Op::Start { ch, slot, count }),
         1 => Just(Op::Reset),
         1 => Just(Op::UnmapHigh),
         1 => Just(Op::RemapHigh),
@@ -153,6 +162,22 @@ fn apply(r: &mut Rig, op: &Op, ptdma: bool) {
             };
             if r.backend.ram().regions() >= 3 || !ptdma {
                 r.poke(at, &d[..len]);
+            }
+        }
+        Op::Start { ch, slot, count } => {
+            if ptdma {
+                let q = HIGH;
+                let tail = q + 32 * ((slot + u64::from(*count)) % 32);
+                r.write(0x100c, 4, 3);
+                r.write(0x1008, 4, (q + 32 * slot) & 0xffff_ffff);
+                r.write(0x1004, 4, tail & 0xffff_ffff);
+                r.write(0x1000, 4, ((q >> 32) << 16) | (4 << 3) | 1);
+            } else {
+                let b = 0x80 * (ch + 1);
+                r.write(b, 2, 0x1d);
+                r.write(b + 0x18, 8, LOW + 64 * ch);
+                r.write(b + 0x10, 8, RING + 64 * slot);
+                r.write(b + 0x06, 2, u64::from(*count));
             }
         }
         Op::Reset => r.backend.reset().expect("reset never fails"),

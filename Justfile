@@ -1,0 +1,37 @@
+# The verbs a person types. Each is a thin wrapper over cargo; the README shows the cargo forms
+# for machines without `just`.
+
+# Provision QEMU, the default kernel and guest image, and show what the host offers.
+setup:
+    cargo run -p lab -- doctor
+
+# The whole test suite (VM tests run under TCG where KVM cannot boot guests).
+test:
+    cargo nextest run --workspace
+
+# The main job: seed S1 side by side on the default topology and kernels.
+demo:
+    cargo run -p lab -- compare
+
+# Formatting and lints, as CI would like them.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# Property tests of the device models with many more cases than CI runs.
+fuzz cases="20000":
+    PROPTEST_CASES={{cases}} cargo test -p lab-dma --release -- --nocapture
+
+# The last stored comparison tables.
+report:
+    cargo run -p lab -- report
+
+# Run the S1 cross-LLC placement test N times in a row and count passes.
+soak n="10":
+    #!/usr/bin/env bash
+    pass=0
+    for i in $(seq {{n}}); do
+      if cargo nextest run -p lab-scenarios --test dma_wakeup cross_llc --no-fail-fast; then pass=$((pass+1)); fi
+      echo "soak: $pass/$i passed"
+    done
+    echo "soak: $pass/{{n}} passed"
