@@ -26,6 +26,13 @@ struct Cli {
 enum Cmd {
     /// Show what this host offers: QEMU, accelerator, cache, kernels, topologies.
     Doctor,
+    /// Provision everything tests and `compare` need (QEMU, the default kernels and guest image)
+    /// up front, with progress; later runs find it all in the cache.
+    Prepare {
+        /// Kernel recipes to build (default: v6.12 and the S1 variant).
+        #[arg(long, default_values = ["v6.12", "v6.12+wake-affine-idle-revert"])]
+        kernels: Vec<String>,
+    },
     /// Inspect the declared machine shapes.
     Topology {
         #[command(subcommand)]
@@ -171,6 +178,22 @@ async fn lab_ready() -> Result<Lab> {
 async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Cmd::Doctor => doctor().await,
+        Cmd::Prepare { kernels } => {
+            let started = Instant::now();
+            let lab = lab_ready().await?;
+            for name in kernels {
+                let (kernel, _) = lab.variant_kernel(&lab::kernel::Variant::kernel(&name)).await?;
+                let image = tokio::task::spawn_blocking({
+                    let lab = lab.clone();
+                    let kernel = kernel.clone();
+                    move || lab.image(lab::host::DEFAULT_IMAGE, &kernel)
+                })
+                .await??;
+                println!("{name}: {} (image {})", kernel.release, image.hash);
+            }
+            println!("prepared in {:.0?} ({})", started.elapsed(), lab.accel.name());
+            Ok(0)
+        }
         Cmd::Topology { command } => match command {
             TopologyCmd::List => {
                 for name in Topology::list()? {

@@ -267,10 +267,19 @@ fn a_patch_that_does_not_apply_names_patch_file_and_hunk_and_caches_nothing() {
         return;
     }
     let f = Fixture::new();
-    let err = format!(
-        "{:#}",
-        kernel::build(&f.cache, "base+stale", &f.opts).unwrap_err()
-    );
+    let err = kernel::build(&f.cache, "base+stale", &f.opts).unwrap_err();
+    match err.downcast_ref::<kernel::PatchError>() {
+        Some(kernel::PatchError::HunkFailed {
+            patch, file, hunk, ..
+        }) => {
+            assert_eq!(
+                (patch.as_str(), file.as_str(), *hunk),
+                ("stale.patch", "sched.c", 1)
+            );
+        }
+        other => panic!("expected a HunkFailed, got {other:?}: {err:#}"),
+    }
+    let err = format!("{err:#}");
     assert!(err.contains("stale.patch"), "{err}");
     assert!(err.contains("sched.c"), "{err}");
     assert!(

@@ -133,11 +133,6 @@ impl PciConfig {
         self.bytes = self.reset_bytes;
     }
 
-    /// Command register bit 2.
-    pub fn bus_master(&self) -> bool {
-        self.bytes[0x04] & 0x04 != 0
-    }
-
     fn set16(&mut self, off: usize, v: u16) {
         self.bytes[off..off + 2].copy_from_slice(&v.to_le_bytes());
     }

@@ -275,11 +275,18 @@ pub fn build_recipe(cache: &Cache, recipe: &Recipe, opts: &BuildOptions) -> Resu
             resolver: &mut resolver,
         }
         .run(base.as_ref());
-        if let Err(e) = &result {
+        if result.is_err() {
             // The staging dir disappears with the failure; keep its log where the user can read it.
             let kept = failed_dir.join(format!("{}-{}.log", recipe.name, &key[..12]));
             if fs::create_dir_all(&failed_dir).is_ok() && fs::copy(&log_path, &kept).is_ok() {
-                return Err(anyhow::anyhow!("{e:#}\nbuild log: {}", kept.display()));
+                // Context keeps the typed cause (PatchError, ConfigMismatch) for downcasting.
+                return result.with_context(|| {
+                    format!(
+                        "kernel {}: build failed (build log: {})",
+                        recipe.name,
+                        kept.display()
+                    )
+                });
             }
         }
         result
