@@ -241,7 +241,10 @@ pub fn boot_kernel(built: &crate::kernel::BuiltKernel) -> BootKernel {
         bzimage: built.bzimage(),
         modules: Some(built.modules_dir()),
         cmdline: vec![],
-        identity: format!("recipe {} key {}", built.manifest.recipe, built.manifest.key),
+        identity: format!(
+            "recipe {} key {}",
+            built.manifest.recipe, built.manifest.key
+        ),
     }
 }
 

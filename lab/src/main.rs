@@ -182,7 +182,9 @@ async fn run(cli: Cli) -> Result<i32> {
             let started = Instant::now();
             let lab = lab_ready().await?;
             for name in kernels {
-                let (kernel, _) = lab.variant_kernel(&lab::kernel::Variant::kernel(&name)).await?;
+                let (kernel, _) = lab
+                    .variant_kernel(&lab::kernel::Variant::kernel(&name))
+                    .await?;
                 let image = tokio::task::spawn_blocking({
                     let lab = lab.clone();
                     let kernel = kernel.clone();
@@ -191,7 +193,11 @@ async fn run(cli: Cli) -> Result<i32> {
                 .await??;
                 println!("{name}: {} (image {})", kernel.release, image.hash);
             }
-            println!("prepared in {:.0?} ({})", started.elapsed(), lab.accel.name());
+            println!(
+                "prepared in {:.0?} ({})",
+                started.elapsed(),
+                lab.accel.name()
+            );
             Ok(0)
         }
         Cmd::Topology { command } => match command {
@@ -258,7 +264,10 @@ async fn run(cli: Cli) -> Result<i32> {
             let mut scenario = lab::scenario::DmaWakeup::seed(placement)
                 .topology(&topology)
                 .repetitions(repetitions);
-            scenario.variants = kernels.iter().map(|k| lab::kernel::Variant::kernel(k)).collect();
+            scenario.variants = kernels
+                .iter()
+                .map(|k| lab::kernel::Variant::kernel(k))
+                .collect();
             let lab = lab_ready().await?;
             eprintln!(
                 "lab: {} on {topology} ({}), {} boots per kernel, interleaved",
@@ -269,9 +278,16 @@ async fn run(cli: Cli) -> Result<i32> {
             let outcome = scenario.run(&lab).await?;
             print!("{}", outcome.comparison.table());
             let table = lab::scenario::write_table(&outcome)?;
-            eprintln!("lab: record {} and table {}", outcome.record_path.display(), table.display());
+            eprintln!(
+                "lab: record {} and table {}",
+                outcome.record_path.display(),
+                table.display()
+            );
             if !lab.on_kvm() {
-                eprintln!("lab: throughput (iops) is not meaningful under {}; placement is", lab.accel.name());
+                eprintln!(
+                    "lab: throughput (iops) is not meaningful under {}; placement is",
+                    lab.accel.name()
+                );
             }
             Ok(0)
         }
@@ -367,7 +383,9 @@ async fn resolve_kernel(lab: &Lab, name: &str) -> Result<lab::vm::BootKernel> {
     if name == "debian" {
         return lab::image::debian_kernel(&lab.cache);
     }
-    let (kernel, _settings) = lab.variant_kernel(&lab::kernel::Variant::kernel(name)).await?;
+    let (kernel, _settings) = lab
+        .variant_kernel(&lab::kernel::Variant::kernel(name))
+        .await?;
     Ok(kernel)
 }
 

@@ -57,7 +57,12 @@ pub const METRICS: &[(&str, &str, Direction, f64)] = &[
     ("share_in_start_llc", "%", Direction::Neutral, 5.0),
     ("share_on_irq_node", "%", Direction::Neutral, 5.0),
     ("max_cpu_share", "%", Direction::Neutral, 5.0),
-    ("cross_llc_migrations", "per 100 completions", Direction::LowerIsBetter, 2.0),
+    (
+        "cross_llc_migrations",
+        "per 100 completions",
+        Direction::LowerIsBetter,
+        2.0,
+    ),
     ("wakeups_on_irq_cpu", "%", Direction::Neutral, 5.0),
     ("irq_on_pinned_cpu", "%", Direction::Neutral, 1.0),
     ("iops", "iops", Direction::HigherIsBetter, 0.0),
@@ -135,10 +140,18 @@ impl DmaWakeup {
     /// CPU's node (cross-LLC), the start LLC's next CPU (same LLC), or the first CPU of the next
     /// node (remote node).
     pub fn irq_cpu(&self, topology: &Topology) -> Result<u32> {
-        let start_llc = topology.llc_of(self.start_cpu).context("start CPU has no LLC")?;
-        let start_node = topology.node_of(self.start_cpu).context("start CPU has no node")?;
+        let start_llc = topology
+            .llc_of(self.start_cpu)
+            .context("start CPU has no LLC")?;
+        let start_node = topology
+            .node_of(self.start_cpu)
+            .context("start CPU has no node")?;
         let cpu = match self.placement {
-            IrqPlacement::SameLlc => start_llc.cpus.iter().copied().find(|c| *c != self.start_cpu),
+            IrqPlacement::SameLlc => start_llc
+                .cpus
+                .iter()
+                .copied()
+                .find(|c| *c != self.start_cpu),
             IrqPlacement::CrossLlc => topology
                 .llcs()
                 .iter()
@@ -193,15 +206,18 @@ impl DmaWakeup {
                 self.variants.len() * self.repetitions,
                 variant.name
             );
-            let mut opts = BootOptions::named(&format!("{}-{sequence:02}-{}", self.name, variant.name))
-                .topology(&self.topology)
-                .kernel(kernel.clone())
-                .device(DeviceSpec::ioat(1).irq_on_cpus(0, &[irq_cpu]));
+            let mut opts =
+                BootOptions::named(&format!("{}-{sequence:02}-{}", self.name, variant.name))
+                    .topology(&self.topology)
+                    .kernel(kernel.clone())
+                    .device(DeviceSpec::ioat(1).irq_on_cpus(0, &[irq_cpu]));
             opts.cmdline = settings.cmdline.clone();
             opts.log_dir = Some(self.results_dir.join("boots"));
             let vm = lab.boot(opts).await?;
             crate::host::apply_boot_settings(&vm, settings).await?;
-            let sample = self.one_boot(&vm, &topology, irq_cpu, &variant.name, sequence).await;
+            let sample = self
+                .one_boot(&vm, &topology, irq_cpu, &variant.name, sequence)
+                .await;
             vm.shutdown().await?;
             let sample = sample?;
             for (metric, value) in &sample.metrics {
@@ -265,9 +281,11 @@ impl DmaWakeup {
             .into_iter()
             .next()
             .context("no ioat-msix interrupt in /proc/interrupts")?;
-        vm.sh(&format!("echo {irq_cpu} > /proc/irq/{irq}/smp_affinity_list"))
-            .await
-            .context("pinning the DMA completion interrupt")?;
+        vm.sh(&format!(
+            "echo {irq_cpu} > /proc/irq/{irq}/smp_affinity_list"
+        ))
+        .await
+        .context("pinning the DMA completion interrupt")?;
         let trace = TaskTrace::of("dma0chan0-copy").with_irq("ioat");
         let dmatest = &self.dmatest;
         // The dmatest kthread is forked by kthreadd: pinning kthreadd to the start CPU makes the
@@ -295,7 +313,8 @@ impl DmaWakeup {
             .await?;
         let after = Interrupts::read(vm).await?;
         let raw_trace = trace.stop(vm).await?;
-        vm.sh("taskset -p -c 0-1023 2 > /dev/null 2>&1 || true").await?;
+        vm.sh("taskset -p -c 0-1023 2 > /dev/null 2>&1 || true")
+            .await?;
         let trace_file = self
             .results_dir
             .join("traces")
@@ -304,7 +323,8 @@ impl DmaWakeup {
         std::fs::write(&trace_file, &raw_trace)?;
         let result = DmatestResult::parse(&run.stdout_str())
             .with_context(|| format!("dmatest in {}", vm.name))?;
-        let placement = TaskPlacement::from_events("dma0chan0-copy", &parse_trace(&raw_trace), topology);
+        let placement =
+            TaskPlacement::from_events("dma0chan0-copy", &parse_trace(&raw_trace), topology);
         if placement.total_switch_ins() == 0 {
             bail!(
                 "the trace of {} has no switch-in of dma0chan0-copy* (trace kept at {})",
@@ -313,7 +333,14 @@ impl DmaWakeup {
             );
         }
         let irq_delta = after.delta(&before, &irq);
-        let metrics = metrics(&placement, topology, self.start_cpu, irq_cpu, &irq_delta, &result);
+        let metrics = metrics(
+            &placement,
+            topology,
+            self.start_cpu,
+            irq_cpu,
+            &irq_delta,
+            &result,
+        );
         Ok(BootSample {
             variant: variant.to_string(),
             metrics,
@@ -337,16 +364,35 @@ pub fn metrics(
     irq_delta: &[u64],
     result: &DmatestResult,
 ) -> BTreeMap<String, f64> {
-    let llc_cpus = |cpu: u32| topology.llc_of(cpu).map(|l| l.cpus.clone()).unwrap_or_default();
-    let node_cpus = |cpu: u32| topology.node_of(cpu).map(|n| n.cpus.clone()).unwrap_or_default();
+    let llc_cpus = |cpu: u32| {
+        topology
+            .llc_of(cpu)
+            .map(|l| l.cpus.clone())
+            .unwrap_or_default()
+    };
+    let node_cpus = |cpu: u32| {
+        topology
+            .node_of(cpu)
+            .map(|n| n.cpus.clone())
+            .unwrap_or_default()
+    };
     let completions = result.total_tests().max(1) as f64;
     let irq_total: u64 = irq_delta.iter().sum();
     let on_pinned = irq_delta.get(irq_cpu as usize).copied().unwrap_or(0);
     let mut m = BTreeMap::new();
     m.insert("share_on_irq_cpu".into(), placement.share_on(&[irq_cpu]));
-    m.insert("share_in_irq_llc".into(), placement.share_on(&llc_cpus(irq_cpu)));
-    m.insert("share_in_start_llc".into(), placement.share_on(&llc_cpus(start_cpu)));
-    m.insert("share_on_irq_node".into(), placement.share_on(&node_cpus(irq_cpu)));
+    m.insert(
+        "share_in_irq_llc".into(),
+        placement.share_on(&llc_cpus(irq_cpu)),
+    );
+    m.insert(
+        "share_in_start_llc".into(),
+        placement.share_on(&llc_cpus(start_cpu)),
+    );
+    m.insert(
+        "share_on_irq_node".into(),
+        placement.share_on(&node_cpus(irq_cpu)),
+    );
     m.insert("max_cpu_share".into(), placement.max_cpu_share().1);
     m.insert(
         "cross_llc_migrations".into(),
