@@ -135,12 +135,82 @@ impl RunningDevice {
         vec![
             "-device".into(),
             format!(
-                "{{\"driver\":\"vfio-user-pci\",\"id\":\"dma{}\",\"socket\":{{\"type\":\"unix\",\"path\":\"{}\"}}}}",
+                "{{\"driver\":\"vfio-user-pci\",\"id\":\"dma{}\",\"addr\":\"{:#x}\",\"socket\":{{\"type\":\"unix\",\"path\":\"{}\"}}}}",
                 self.index,
+                FIRST_SLOT + self.index,
                 self.socket.display()
             ),
         ]
     }
+
+    /// The guest's PCI address of this device (slots are assigned in device order).
+    pub fn pci_address(&self) -> String {
+        pci_address(self.index)
+    }
+}
+
+/// Devices sit at fixed slots from here on, so the guest can find device N without guessing.
+const FIRST_SLOT: usize = 0x10;
+
+pub fn pci_address(index: usize) -> String {
+    format!("0000:00:{:02x}.0", FIRST_SLOT + index)
+}
+
+/// A bound device in the guest: its driver's IRQ numbers, by MSI-X vector.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundDevice {
+    pub index: usize,
+    pub pci_address: String,
+    pub driver: String,
+    pub irqs: Vec<u32>,
+}
+
+/// Loads each device's driver in the guest, waits until it has bound, and pins every vector
+/// the spec names; the effective affinity is read back and must match.
+pub async fn bind_and_pin(vm: &crate::vm::Vm) -> Result<Vec<BoundDevice>> {
+    let mut bound = Vec::new();
+    for device in vm.devices() {
+        let addr = device.pci_address();
+        let driver = device.spec.driver();
+        let dev = format!("/sys/bus/pci/devices/{addr}");
+        vm.sh(&format!(
+            "modprobe {driver}\n\
+             for i in $(seq 100); do [ -e {dev}/driver ] && [ -d {dev}/msi_irqs ] && exit 0; sleep 0.1; done\n\
+             echo '{driver} did not bind {addr}' >&2; dmesg | tail -30 >&2; exit 1"
+        ))
+        .await
+        .with_context(|| format!("binding {driver} to device {}", device.index))?;
+        let listing = vm.sh(&format!("ls {dev}/msi_irqs")).await?;
+        let mut irqs: Vec<u32> = listing
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        irqs.sort_unstable();
+        for (vector, cpus) in device.spec.irq_cpus.iter().enumerate() {
+            let Some(cpus) = cpus else { continue };
+            let irq = irqs.get(vector).with_context(|| {
+                format!("device {} has no MSI-X vector {vector} (irqs {irqs:?})", device.index)
+            })?;
+            let list = crate::topology::format_cpulist(cpus);
+            vm.sh(&format!("echo {list} > /proc/irq/{irq}/smp_affinity_list"))
+                .await
+                .with_context(|| format!("pinning IRQ {irq} to {list}"))?;
+            let effective = vm
+                .sh(&format!("cat /proc/irq/{irq}/effective_affinity_list"))
+                .await?;
+            let effective = crate::topology::parse_cpulist(effective.trim()).unwrap_or_default();
+            if effective.iter().any(|c| !cpus.contains(c)) || effective.is_empty() {
+                bail!("IRQ {irq} was pinned to {list} but its effective affinity is {effective:?}");
+            }
+        }
+        bound.push(BoundDevice {
+            index: device.index,
+            pci_address: addr,
+            driver: driver.to_string(),
+            irqs,
+        });
+    }
+    Ok(bound)
 }
 
 /// The `lab-dma` binary: `LAB_DMA_BIN`, else beside the running executable (cargo puts test

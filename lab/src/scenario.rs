@@ -272,20 +272,12 @@ impl DmaWakeup {
         variant: &str,
         sequence: usize,
     ) -> Result<BootSample> {
-        vm.sh("modprobe ioatdma && for i in $(seq 50); do [ -e /sys/class/dma/dma0chan0 ] && exit 0; sleep 0.1; done; echo 'no dma0chan0 after loading ioatdma' >&2; dmesg | tail -20 >&2; exit 1")
-            .await
-            .context("binding ioatdma")?;
-        let interrupts = Interrupts::read(vm).await?;
-        let irq = interrupts
-            .find("ioat-msix")
-            .into_iter()
-            .next()
-            .context("no ioat-msix interrupt in /proc/interrupts")?;
-        vm.sh(&format!(
-            "echo {irq_cpu} > /proc/irq/{irq}/smp_affinity_list"
-        ))
-        .await
-        .context("pinning the DMA completion interrupt")?;
+        let bound = crate::devices::bind_and_pin(vm).await?;
+        let irq = bound
+            .first()
+            .and_then(|d| d.irqs.first())
+            .context("the DMA engine has no interrupt")?
+            .to_string();
         let trace = TaskTrace::of("dma0chan0-copy").with_irq("ioat");
         let dmatest = &self.dmatest;
         // The dmatest kthread is forked by kthreadd: pinning kthreadd to the start CPU makes the
@@ -293,7 +285,7 @@ impl DmaWakeup {
         // `run` write from that CPU makes its first wakeup local too.
         let start = self.start_cpu;
         vm.sh(&format!(
-            "modprobe dmatest {args} && echo dma0chan0 > /sys/module/dmatest/parameters/channel && taskset -p -c {start} 2 > /dev/null",
+            "modprobe dmatest {args} && taskset -p -c {start} 2 > /dev/null",
             args = dmatest.module_args()
         ))
         .await
@@ -302,15 +294,22 @@ impl DmaWakeup {
         let before = Interrupts::read(vm).await?;
         let run = vm
             .exec(
-                &crate::guest::GuestCommand::shell(format!(
-                    "dmesg -c > /dev/null; taskset -c {start} sh -c 'echo 1 > /sys/module/dmatest/parameters/run'; \
-                     cat /sys/module/dmatest/parameters/wait > /dev/null; dmesg | grep dmatest"
-                ))
-                .timeout(std::time::Duration::from_secs(
-                    30 + u64::from(dmatest.iterations) * u64::from(dmatest.timeout_ms) / 1000,
-                )),
+                &crate::guest::GuestCommand::shell(dmatest.script(Some(start))).timeout(
+                    std::time::Duration::from_secs(
+                        120 + u64::from(dmatest.iterations) * u64::from(dmatest.timeout_ms) / 1000,
+                    ),
+                ),
             )
             .await?;
+        if !run.success() {
+            bail!(
+                "dmatest failed in {} ({}):\n{}{}",
+                vm.name,
+                run.status_text(),
+                run.stdout_str(),
+                run.stderr_str()
+            );
+        }
         let after = Interrupts::read(vm).await?;
         let raw_trace = trace.stop(vm).await?;
         vm.sh("taskset -p -c 0-1023 2 > /dev/null 2>&1 || true")

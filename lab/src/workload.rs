@@ -93,14 +93,16 @@ impl Dmatest {
         )
     }
 
-    /// The guest script: load dmatest, choose the channel, start, and block until done
-    /// (reading `wait` blocks until the threads finish).
-    pub fn script(&self) -> String {
-        let channel = if self.channel.is_empty() {
-            ""
-        } else {
-            &self.channel
+    /// The guest script: load dmatest, choose the channel, start it (from `start_cpu` when
+    /// given, so the test threads' first wakeup is local to that CPU), and wait until every
+    /// started thread has printed its summary. Reading the module's `wait` parameter alone is
+    /// not enough: under TCG it can return before the threads are counted.
+    pub fn script(&self, start_cpu: Option<u32>) -> String {
+        let start = match start_cpu {
+            Some(cpu) => format!("taskset -c {cpu} sh -c 'echo 1 > $P/run'"),
+            None => "echo 1 > $P/run".to_string(),
         };
+        let limit_s = 60 + u64::from(self.iterations) * u64::from(self.timeout_ms.max(1)) / 1000;
         format!(
             "set -e\n\
              P=/sys/module/dmatest/parameters\n\
@@ -108,10 +110,19 @@ impl Dmatest {
              for kv in {args}; do echo ${{kv#*=}} > $P/${{kv%%=*}}; done\n\
              echo '{channel}' > $P/channel\n\
              dmesg -c > /dev/null\n\
-             echo 1 > $P/run\n\
+             {start}\n\
+             started=$(dmesg | sed -n 's/.*dmatest: Started \\([0-9]*\\) threads.*/\\1/p' | awk '{{s += $1}} END {{print s + 0}}')\n\
+             [ \"$started\" -gt 0 ] || {{ echo 'dmatest started no threads' >&2; dmesg >&2; exit 1; }}\n\
+             waited=0\n\
+             while [ \"$(dmesg | grep -c ': summary ')\" -lt \"$started\" ]; do\n\
+               sleep 0.2; waited=$((waited + 1))\n\
+               [ $waited -lt {polls} ] || {{ echo 'dmatest did not finish' >&2; break; }}\n\
+             done\n\
              cat $P/wait > /dev/null\n\
              dmesg | grep dmatest || true\n",
             args = self.module_args(),
+            channel = self.channel,
+            polls = limit_s * 5,
         )
     }
 
@@ -121,7 +132,7 @@ impl Dmatest {
             u64::from(self.iterations) * u64::from(self.timeout_ms.max(1)) + 120_000,
         );
         let out = vm
-            .exec(&GuestCommand::shell(self.script()).timeout(limit))
+            .exec(&GuestCommand::shell(self.script(None)).timeout(limit))
             .await?;
         let log = out.stdout_str();
         if !out.success() {
@@ -258,6 +269,18 @@ mod tests {
     #[test]
     fn no_summary_is_an_error() {
         assert!(DmatestResult::parse("nothing here\n").is_err());
+    }
+
+    #[test]
+    fn script_is_valid_shell_and_waits_for_every_summary() {
+        let script = Dmatest::seed_parameters().script(Some(0));
+        assert!(script.contains("taskset -c 0 sh -c 'echo 1 > $P/run'"), "{script}");
+        assert!(script.contains("grep -c ': summary '"), "{script}");
+        let status = std::process::Command::new("sh")
+            .args(["-n", "-c", &script])
+            .status()
+            .unwrap();
+        assert!(status.success(), "not valid shell:\n{script}");
     }
 
     #[test]
