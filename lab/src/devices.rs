@@ -189,18 +189,24 @@ pub async fn bind_and_pin(vm: &crate::vm::Vm) -> Result<Vec<BoundDevice>> {
         for (vector, cpus) in device.spec.irq_cpus.iter().enumerate() {
             let Some(cpus) = cpus else { continue };
             let irq = irqs.get(vector).with_context(|| {
-                format!("device {} has no MSI-X vector {vector} (irqs {irqs:?})", device.index)
+                format!(
+                    "device {} has no MSI-X vector {vector} (irqs {irqs:?})",
+                    device.index
+                )
             })?;
             let list = crate::topology::format_cpulist(cpus);
             vm.sh(&format!("echo {list} > /proc/irq/{irq}/smp_affinity_list"))
                 .await
                 .with_context(|| format!("pinning IRQ {irq} to {list}"))?;
-            let effective = vm
-                .sh(&format!("cat /proc/irq/{irq}/effective_affinity_list"))
+            // x86 moves an MSI only when it next fires, so `effective_affinity_list` lags;
+            // the requested mask must read back, and workloads check where completions land
+            // from /proc/interrupts deltas.
+            let requested = vm
+                .sh(&format!("cat /proc/irq/{irq}/smp_affinity_list"))
                 .await?;
-            let effective = crate::topology::parse_cpulist(effective.trim()).unwrap_or_default();
-            if effective.iter().any(|c| !cpus.contains(c)) || effective.is_empty() {
-                bail!("IRQ {irq} was pinned to {list} but its effective affinity is {effective:?}");
+            let requested = crate::topology::parse_cpulist(requested.trim()).unwrap_or_default();
+            if requested != *cpus {
+                bail!("IRQ {irq} was pinned to {list} but reads back {requested:?}");
             }
         }
         bound.push(BoundDevice {
@@ -213,29 +219,29 @@ pub async fn bind_and_pin(vm: &crate::vm::Vm) -> Result<Vec<BoundDevice>> {
     Ok(bound)
 }
 
-/// The `lab-dma` binary: `LAB_DMA_BIN`, else beside the running executable (cargo puts test
-/// binaries in `deps/`, so its parent too), else built now with cargo (under a lock).
+/// The `lab-dma` binary: `LAB_DMA_BIN`, else the one cargo builds beside the running
+/// executable (test binaries live in `deps/`, one level further down), built now if missing or
+/// stale.
 pub fn dma_binary() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("LAB_DMA_BIN") {
         return Ok(PathBuf::from(path));
     }
     let exe = std::env::current_exe()?;
-    let mut dirs = vec![];
-    if let Some(dir) = exe.parent() {
-        dirs.push(dir.to_path_buf());
-        if let Some(parent) = dir.parent() {
-            dirs.push(parent.to_path_buf());
-        }
+    let mut profile_dir = exe
+        .parent()
+        .context("executable has no directory")?
+        .to_path_buf();
+    if profile_dir.file_name().is_some_and(|n| n == "deps") {
+        profile_dir.pop();
     }
-    build_dma_binary(&dirs)
+    build_dma_binary(&profile_dir)
 }
 
-fn build_dma_binary(dirs: &[PathBuf]) -> Result<PathBuf> {
+fn build_dma_binary(profile_dir: &Path) -> Result<PathBuf> {
     let cache = crate::cache::Cache::from_env()?;
     let _lock = cache.lock("build-lab-dma")?;
     // Always ask cargo: it is a no-op when the binary is fresh and rebuilds it when the device
     // model's sources changed, so a stale device never runs silently.
-    let profile_dir = dirs.last().cloned().unwrap_or_default();
     let release = profile_dir.file_name().is_some_and(|n| n == "release");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -251,8 +257,12 @@ fn build_dma_binary(dirs: &[PathBuf]) -> Result<PathBuf> {
     if !status.success() {
         bail!("building lab-dma failed; set LAB_DMA_BIN to a built lab-dma binary");
     }
-    dirs.iter()
-        .map(|d| d.join("lab-dma"))
-        .find(|p| p.is_file())
-        .context("cargo built lab-dma but it is not beside this executable; set LAB_DMA_BIN")
+    let path = profile_dir.join("lab-dma");
+    if !path.is_file() {
+        bail!(
+            "cargo built lab-dma but {} does not exist; set LAB_DMA_BIN",
+            path.display()
+        );
+    }
+    Ok(path)
 }

@@ -90,8 +90,7 @@ impl Lab {
     pub fn from_env() -> Result<Lab> {
         let cache = Cache::from_env()?;
         let qemu = Qemu::locate(&cache).context("locating QEMU")?;
-        let default_kernel =
-            crate::image::debian_kernel(&cache).context("preparing the default kernel")?;
+        let default_kernel = default_kernel(&cache).context("preparing the default kernel")?;
         let (accel, accel_probe) = choose_accel(&cache, &qemu, &default_kernel.bzimage)?;
         tracing::info!(
             qemu = %qemu.version,
@@ -230,6 +229,24 @@ impl Lab {
             Ok((boot_kernel(&built), settings))
         })
         .await?
+    }
+}
+
+/// The lab's default kernel: the `v6.12` recipe, built on first use (`LAB_DEFAULT_KERNEL=debian`
+/// boots Debian's prebuilt 6.12 instead, which lacks ptdma and dmatest).
+pub fn default_kernel(cache: &Cache) -> Result<BootKernel> {
+    match std::env::var("LAB_DEFAULT_KERNEL").as_deref() {
+        Ok("debian") => crate::image::debian_kernel(cache),
+        Ok(recipe) => Ok(boot_kernel(&crate::kernel::build(
+            cache,
+            recipe,
+            &crate::kernel::BuildOptions::default(),
+        )?)),
+        Err(_) => Ok(boot_kernel(&crate::kernel::build(
+            cache,
+            crate::kernel::DEFAULT_RECIPE,
+            &crate::kernel::BuildOptions::default(),
+        )?)),
     }
 }
 

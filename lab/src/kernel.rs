@@ -24,7 +24,7 @@ pub use config::ConfigMismatch;
 pub use patch::PatchError;
 pub use recipe::{load as load_recipe, recipe_names, BootSettings, Recipe, RecipeDirs, Source};
 pub use source::ResolvedSource;
-pub use variant::{apply_script, features_in_effect, Variant};
+pub use variant::{apply_script, features_in_effect, prepare, ReadyVariant, Variant};
 
 /// The lab's default kernel recipe.
 pub const DEFAULT_RECIPE: &str = "v6.12";

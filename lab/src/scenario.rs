@@ -280,12 +280,9 @@ impl DmaWakeup {
             .to_string();
         let trace = TaskTrace::of("dma0chan0-copy").with_irq("ioat");
         let dmatest = &self.dmatest;
-        // The dmatest kthread is forked by kthreadd: pinning kthreadd to the start CPU makes the
-        // thread begin life there (kthread() then widens its own mask to every CPU), and the
-        // `run` write from that CPU makes its first wakeup local too.
         let start = self.start_cpu;
         vm.sh(&format!(
-            "modprobe dmatest {args} && taskset -p -c {start} 2 > /dev/null",
+            "modprobe dmatest {args}",
             args = dmatest.module_args()
         ))
         .await
@@ -312,8 +309,6 @@ impl DmaWakeup {
         }
         let after = Interrupts::read(vm).await?;
         let raw_trace = trace.stop(vm).await?;
-        vm.sh("taskset -p -c 0-1023 2 > /dev/null 2>&1 || true")
-            .await?;
         let trace_file = self
             .results_dir
             .join("traces")

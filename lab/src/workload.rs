@@ -93,13 +93,23 @@ impl Dmatest {
         )
     }
 
-    /// The guest script: load dmatest, choose the channel, start it (from `start_cpu` when
-    /// given, so the test threads' first wakeup is local to that CPU), and wait until every
-    /// started thread has printed its summary. Reading the module's `wait` parameter alone is
-    /// not enough: under TCG it can return before the threads are counted.
+    /// The guest script: load dmatest, choose the channel (which creates the test threads,
+    /// asleep), optionally place them on `start_cpu`, start them, and wait until every started
+    /// thread has printed its summary. Reading the module's `wait` parameter alone is not
+    /// enough: under TCG it can return before the threads are counted.
+    ///
+    /// Placement moves each sleeping thread to `start_cpu` and then widens its mask back to every
+    /// online CPU, so it starts there but the scheduler is free to move it. (Pinning kthreadd
+    /// instead leaves the threads pinned: measured, Cpus_allowed_list stayed at the start CPU.)
     pub fn script(&self, start_cpu: Option<u32>) -> String {
         let start = match start_cpu {
-            Some(cpu) => format!("taskset -c {cpu} sh -c 'echo 1 > $P/run'"),
+            Some(cpu) => format!(
+                "pids=''\n\
+                 for p in /proc/[0-9]*; do case \"$(cat $p/comm 2>/dev/null)\" in dma*chan*-*) pids=\"$pids ${{p#/proc/}}\";; esac; done\n\
+                 [ -n \"$pids\" ] || {{ echo 'dmatest created no threads' >&2; exit 1; }}\n\
+                 for pid in $pids; do taskset -p -c {cpu} $pid > /dev/null; taskset -p -c $(cat /sys/devices/system/cpu/online) $pid > /dev/null; done\n\
+                 taskset -c {cpu} sh -c 'echo 1 > /sys/module/dmatest/parameters/run'"
+            ),
             None => "echo 1 > $P/run".to_string(),
         };
         let limit_s = 60 + u64::from(self.iterations) * u64::from(self.timeout_ms.max(1)) / 1000;
@@ -274,7 +284,10 @@ mod tests {
     #[test]
     fn script_is_valid_shell_and_waits_for_every_summary() {
         let script = Dmatest::seed_parameters().script(Some(0));
-        assert!(script.contains("taskset -c 0 sh -c 'echo 1 > $P/run'"), "{script}");
+        assert!(
+            script.contains("taskset -c 0 sh -c 'echo 1 > /sys/module/dmatest/parameters/run'"),
+            "{script}"
+        );
         assert!(script.contains("grep -c ': summary '"), "{script}");
         let status = std::process::Command::new("sh")
             .args(["-n", "-c", &script])

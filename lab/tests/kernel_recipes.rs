@@ -399,6 +399,84 @@ fn two_threads_asking_for_one_kernel_build_it_once() {
 }
 
 #[test]
+fn a_variant_adds_boot_settings_to_its_kernel_without_a_rebuild() {
+    if !have_tools() {
+        return;
+    }
+    let f = Fixture::new();
+    let plain = kernel::prepare(&f.cache, &kernel::Variant::kernel("base+good"), &f.opts).unwrap();
+    let v = kernel::Variant::kernel("base+good")
+        .with_sched_feature("NO_DELAY_DEQUEUE")
+        .with_sysctl("kernel.sched_autogroup_enabled", "0");
+    assert_eq!(
+        v.name,
+        "base+good@NO_DELAY_DEQUEUE@kernel.sched_autogroup_enabled=0"
+    );
+    let ready = kernel::prepare(&f.cache, &v, &f.opts).unwrap();
+    // Same kernel build: boot settings are not part of the key.
+    assert_eq!(ready.kernel.dir, plain.kernel.dir);
+    assert_eq!(f.compiles(), 2);
+    assert_eq!(ready.cmdline(), "nokaslr");
+    assert_eq!(
+        ready.settings.sched_features,
+        ["NO_RUN_TO_PARITY", "NO_DELAY_DEQUEUE"]
+    );
+    let script = ready.guest_script().unwrap();
+    assert!(script.contains("echo NO_DELAY_DEQUEUE > /sys/kernel/debug/sched/features"));
+    assert!(script.contains("echo '0' > /proc/sys/kernel/sched_autogroup_enabled"));
+    let wrong = kernel::Variant::kernel("no-such-kernel");
+    let err = format!(
+        "{:#}",
+        kernel::prepare(&f.cache, &wrong, &f.opts).unwrap_err()
+    );
+    assert!(err.contains("no-such-kernel"), "{err}");
+}
+
+#[test]
+fn gc_removes_entries_no_recipe_maps_to_and_can_drop_trees() {
+    if !have_tools() {
+        return;
+    }
+    let f = Fixture::new();
+    let base = kernel::build(&f.cache, "base", &f.opts).unwrap();
+    let old = kernel::build(&f.cache, "base+good", &f.opts).unwrap();
+    // Editing the patch gives the recipe a new key; the old entry is garbage now.
+    let patch = f.opts.dirs.patches.join("good.patch");
+    let text = fs::read_to_string(&patch).unwrap();
+    fs::write(
+        &patch,
+        text.replace(
+            "Subject: [PATCH] follow the irq",
+            "Subject: [PATCH v2] follow the irq",
+        ),
+    )
+    .unwrap();
+    let dry = kernel::gc_unused(&f.cache, &f.opts, false, false, true).unwrap();
+    assert_eq!(
+        dry.removed,
+        vec![("base+good".to_string(), old.manifest.key.clone())]
+    );
+    assert!(old.dir.is_dir(), "a dry run removed something");
+    let report = kernel::gc_unused(&f.cache, &f.opts, false, true, false).unwrap();
+    assert_eq!(report.removed.len(), 1);
+    assert!(!old.dir.exists());
+    let left = kernel::list(&f.cache).unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].key, base.manifest.key);
+    assert!(!left[0].has_tree && base.bzimage().is_file());
+    assert!(kernel::list_table(&f.cache).unwrap().contains("base"));
+    // Without the base's tree the variant builds cold, and still correctly.
+    let new = kernel::build(&f.cache, "base+good", &f.opts).unwrap();
+    assert_eq!(new.manifest.build.incremental_from, None);
+    assert!(fs::read_to_string(new.bzimage())
+        .unwrap()
+        .contains("if (idle(this))"));
+    let all = kernel::gc_unused(&f.cache, &f.opts, true, false, false).unwrap();
+    assert_eq!(all.removed.len(), 2);
+    assert!(kernel::list(&f.cache).unwrap().is_empty());
+}
+
+#[test]
 fn recipe_errors_name_the_file_and_field() {
     let f = Fixture::new();
     let cases: &[(&str, &str, &[&str])] = &[
@@ -514,33 +592,51 @@ fn shipped_patch_applies_to_a_copy_of_wake_affine_idle() {
     assert!(!after.contains("cpus_share_cache(this_cpu, prev_cpu)"));
 }
 
-/// The shipped recipes for real: v6.12 cold, then the S1 revert from its object tree. Takes
-/// about half an hour on two cores when nothing is cached, so it runs only when asked.
+/// The shipped recipes for real: v6.12 cold, then the S1 revert from its object tree (or the
+/// comma-separated recipes in `LAB_KERNEL_BUILD_TESTS`). About 20 min on two busy cores when
+/// nothing is cached, so it runs only when asked.
 #[test]
-fn real_v6_12_and_revert_build() {
-    if std::env::var_os("LAB_KERNEL_BUILD_TESTS").is_none() {
-        eprintln!("skipping: set LAB_KERNEL_BUILD_TESTS=1 to build the shipped v6.12 kernels (cached in LAB_CACHE_DIR)");
+fn real_builds_of_shipped_recipes() {
+    let Some(which) = std::env::var_os("LAB_KERNEL_BUILD_TESTS") else {
+        eprintln!(
+            "skipping: set LAB_KERNEL_BUILD_TESTS=1 (v6.12 and its S1 revert) or to a comma-separated \
+             list of recipes to build them for real (cached in LAB_CACHE_DIR)"
+        );
         return;
-    }
+    };
+    let which = which.to_string_lossy().into_owned();
+    let names: Vec<&str> = if which == "1" {
+        vec!["v6.12", "v6.12+wake-affine-idle-revert"]
+    } else {
+        which.split(',').map(str::trim).collect()
+    };
     let cache = Cache::from_env().unwrap();
     let opts = BuildOptions::default();
-    let base = kernel::build(&cache, "v6.12", &opts).unwrap();
-    let revert = kernel::build(&cache, "v6.12+wake-affine-idle-revert", &opts).unwrap();
-    eprintln!(
-        "v6.12 {} ({:.0} s), revert {} ({:.0} s, incremental from {:?})",
-        base.manifest.release,
-        base.manifest.build.seconds,
-        revert.manifest.release,
-        revert.manifest.build.seconds,
-        revert.manifest.build.incremental_from
-    );
-    assert_ne!(base.manifest.release, revert.manifest.release);
-    assert!(revert
-        .manifest
-        .uts_version
-        .contains("v6.12+wake-affine-idle-revert"));
-    assert_eq!(revert.manifest.patches.len(), 1);
-    for k in [&base, &revert] {
+    let mut releases = Vec::new();
+    for name in names {
+        let k = kernel::build(&cache, name, &opts).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        let recipe = kernel::load_recipe(&opts.dirs, name).unwrap();
+        eprintln!(
+            "{name}: {} `{}` in {} ({:.0} s, incremental from {:?})",
+            k.manifest.release,
+            k.manifest.uts_version,
+            k.dir.display(),
+            k.manifest.build.seconds,
+            k.manifest.build.incremental_from
+        );
+        assert!(k.manifest.uts_version.starts_with(&format!("#1-{name} ")));
+        assert!(k
+            .manifest
+            .release
+            .ends_with(&kernel::local_version(&k.manifest.key)));
+        let applied: Vec<_> = k.manifest.patches.iter().map(|p| &p.name).collect();
+        let wanted: Vec<_> = recipe.patches.iter().map(|p| &p.name).collect();
+        assert_eq!(applied, wanted);
+        assert_eq!(
+            k.manifest.build.incremental_from.is_some(),
+            recipe.base.is_some(),
+            "a recipe with a base builds from the base's tree"
+        );
         assert!(k.bzimage().is_file());
         let dep = fs::read_to_string(k.modules_dir().join("modules.dep")).unwrap();
         for m in ["ioatdma.ko", "ptdma.ko", "dmatest.ko"] {
@@ -552,7 +648,12 @@ fn real_v6_12_and_revert_build() {
         }
         let config = fs::read_to_string(k.config()).unwrap();
         assert!(
-            config.contains("CONFIG_SCHED_DEBUG=y") && config.contains("CONFIG_VIRTIO_CONSOLE=y")
+            config.contains("CONFIG_VIRTIO_CONSOLE=y") && config.contains("CONFIG_SCHEDSTATS=y")
         );
+        releases.push(k.manifest.release.clone());
     }
+    let n = releases.len();
+    releases.sort();
+    releases.dedup();
+    assert_eq!(releases.len(), n, "two recipes share a release string");
 }

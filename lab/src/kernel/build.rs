@@ -32,10 +32,11 @@ use crate::cache::{hash_parts, Cache};
 pub const KIND: &str = "kernels";
 
 /// Bumped whenever the build procedure changes what ends up in an entry.
-const BUILDER_VERSION: &str = "kernel-builder-1";
+const BUILDER_VERSION: &str = "kernel-builder-2";
 
-/// kbuild's `uname -v` timestamp: fixed, so equal inputs give equal kernels.
-const BUILD_TIMESTAMP: &str = "Sat Jan  1 00:00:00 UTC 2000";
+/// kbuild's `uname -v` timestamp: fixed, so equal inputs give equal kernels. Short, because
+/// kbuild cuts UTS_VERSION (`#1-<recipe> SMP PREEMPT_DYNAMIC <timestamp>`) at 64 bytes.
+const BUILD_TIMESTAMP: &str = "2000-01-01";
 
 /// How to build.
 #[derive(Debug, Clone)]

@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::build::{BuildOptions, BuiltKernel};
 use super::recipe::{validate_name, BootSettings, Recipe};
+use crate::cache::Cache;
 
 /// A kernel build plus boot-time settings. Two variants with the same name are the same
 /// experiment arm; the name is what results, tables and JSON files use.
@@ -88,6 +90,42 @@ impl Variant {
         self.validate()?;
         Ok(recipe.boot.merged(&self.extra))
     }
+}
+
+/// A variant with its kernel built (or found in the cache) and its settings merged.
+#[derive(Debug, Clone)]
+pub struct ReadyVariant {
+    pub variant: Variant,
+    pub kernel: BuiltKernel,
+    /// The recipe's `[boot]` settings followed by the variant's.
+    pub settings: BootSettings,
+}
+
+impl ReadyVariant {
+    /// Extra kernel command-line arguments (append to the VM's own).
+    pub fn cmdline(&self) -> String {
+        self.settings.cmdline.join(" ")
+    }
+
+    /// Shell commands for the guest to run before the workload.
+    pub fn guest_script(&self) -> Result<String> {
+        apply_script(&self.settings)
+    }
+}
+
+/// Builds (or finds) the variant's kernel and merges its settings.
+pub fn prepare(cache: &Cache, variant: &Variant, opts: &BuildOptions) -> Result<ReadyVariant> {
+    variant.validate()?;
+    let recipe = super::recipe::load(&opts.dirs, &variant.kernel)
+        .with_context(|| format!("variant {}", variant.name))?;
+    let settings = variant.effective(&recipe)?;
+    let kernel = super::build::build_recipe(cache, &recipe, opts)
+        .with_context(|| format!("variant {}", variant.name))?;
+    Ok(ReadyVariant {
+        variant: variant.clone(),
+        kernel,
+        settings,
+    })
 }
 
 /// `kernel@FEATURE,FEATURE2@key=value@cmdline-arg`: every setting appears, in a fixed order, so
