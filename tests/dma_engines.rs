@@ -109,7 +109,12 @@ async fn completions_follow_the_pinned_interrupt() {
         let delta = Interrupts::read(&vm).await.unwrap().delta(&before, &irq);
         let total: u64 = delta.iter().sum();
         assert!(total >= 1000, "only {total} completion interrupts: {delta:?}");
-        assert_eq!(delta[cpu as usize], total, "pinned to CPU {cpu}, completions went {delta:?}");
+        // x86 moves an MSI when it next fires, so the first interrupt after a re-pin may still
+        // land on the old CPU; every other one must be on the new one.
+        assert!(
+            delta[cpu as usize] >= 1000 && total - delta[cpu as usize] <= 1,
+            "pinned to CPU {cpu}, completions went {delta:?}"
+        );
     }
     vm.shutdown().await.unwrap();
 }
