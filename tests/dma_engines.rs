@@ -28,7 +28,11 @@ async fn dmatest_ok(vm: &lab::vm::Vm, params: Dmatest, threads: usize) {
         .unwrap_or_else(|e| panic!("dmatest {params:?}: {e:#}"));
     assert_eq!(result.threads.len(), threads, "{result:?}");
     for t in &result.threads {
-        assert_eq!((t.tests, t.failures), (u64::from(params.iterations), 0), "{t:?}");
+        assert_eq!(
+            (t.tests, t.failures),
+            (u64::from(params.iterations), 0),
+            "{t:?}"
+        );
     }
     println!(
         "{}: {} threads x {} tests, 0 failures, {:.0} iops",
@@ -44,11 +48,17 @@ async fn ioatdma_binds_and_dmatest_passes() {
     let (_lab, vm) = boot_with("dma-ioat", DeviceSpec::ioat(1)).await;
     let bound = bind_and_pin(&vm).await.unwrap();
     assert_eq!(bound[0].driver, "ioatdma");
-    let dmesg = vm.sh("dmesg | grep -i ioat; ls /sys/class/dma").await.unwrap();
+    let dmesg = vm
+        .sh("dmesg | grep -i ioat; ls /sys/class/dma")
+        .await
+        .unwrap();
     assert!(dmesg.contains("dma0chan0"), "no channel:\n{dmesg}");
     assert!(!dmesg.contains("failed"), "driver complained:\n{dmesg}");
     let driver = vm
-        .sh(&format!("basename $(readlink /sys/bus/pci/devices/{}/driver)", bound[0].pci_address))
+        .sh(&format!(
+            "basename $(readlink /sys/bus/pci/devices/{}/driver)",
+            bound[0].pci_address
+        ))
         .await
         .unwrap();
     assert_eq!(driver.trim(), "ioatdma");
@@ -65,14 +75,21 @@ async fn ioatdma_binds_and_dmatest_passes() {
 async fn ioatdma_four_channels_at_once() {
     let (_lab, vm) = boot_with("dma-ioat-4ch", DeviceSpec::ioat(4)).await;
     let bound = bind_and_pin(&vm).await.unwrap();
-    assert_eq!(bound[0].irqs.len(), 4, "one MSI-X vector per channel: {bound:?}");
+    assert_eq!(
+        bound[0].irqs.len(),
+        4,
+        "one MSI-X vector per channel: {bound:?}"
+    );
     let before = Interrupts::read(&vm).await.unwrap();
     let all = Dmatest::seed_parameters().channel("").max_channels(4);
     dmatest_ok(&vm, all, 4).await;
     let after = Interrupts::read(&vm).await.unwrap();
     for irq in &bound[0].irqs {
         let total: u64 = after.delta(&before, &irq.to_string()).iter().sum();
-        assert!(total >= 1000, "channel IRQ {irq} took only {total} completions");
+        assert!(
+            total >= 1000,
+            "channel IRQ {irq} took only {total} completions"
+        );
     }
     vm.shutdown().await.unwrap();
 }
@@ -108,7 +125,10 @@ async fn completions_follow_the_pinned_interrupt() {
         dmatest_ok(&vm, params.clone(), 1).await;
         let delta = Interrupts::read(&vm).await.unwrap().delta(&before, &irq);
         let total: u64 = delta.iter().sum();
-        assert!(total >= 1000, "only {total} completion interrupts: {delta:?}");
+        assert!(
+            total >= 1000,
+            "only {total} completion interrupts: {delta:?}"
+        );
         // x86 moves an MSI when it next fires, so the first interrupt after a re-pin may still
         // land on the old CPU; every other one must be on the new one.
         assert!(

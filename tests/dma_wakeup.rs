@@ -81,6 +81,11 @@ async fn cross_llc_irq_pulls_the_thread_only_with_the_revert() {
 
 #[tokio::test]
 async fn same_llc_irq_keeps_the_thread_in_its_llc() {
+    // Measured here (TCG single-threaded, 5 boots each, IRQ on CPU 1, thread started on CPU 0,
+    // both in LLC 0-1): revert 75.7-97.6% on the IRQ CPU and 95.2-99.1% in the LLC; base
+    // 0.0-26.7% on the IRQ CPU and 0.0-61.8% in the LLC (it drifts to the node's other LLC, in
+    // one boot to the other node). Cross-LLC migrations per 100 completions: base 0.5-0.9,
+    // revert 1.1-5.7.
     let (_lab, outcome) = run(DmaWakeup::seed(IrqPlacement::SameLlc)).await;
     let ab = &outcome.comparison;
     assert_irq_pinned(&outcome);
@@ -98,6 +103,8 @@ async fn polled_dmatest_shows_no_placement_difference() {
     let scenario = DmaWakeup::seed(IrqPlacement::CrossLlc)
         .named("dmatest-polled")
         .dmatest(Dmatest::seed_parameters().polled(true));
+    // Measured here (5 boots each): every share metric p >= 0.5 between the kernels, with wide
+    // boot-to-boot spread on both (share on CPU 2: base 16.6% ± 91%, revert 11.4% ± 147%).
     let (_lab, outcome) = run(scenario).await;
     let ab = &outcome.comparison;
     // No interrupt, so no interrupt-context wakeup for the two kernels to treat differently.
@@ -110,16 +117,27 @@ async fn polled_dmatest_shows_no_placement_difference() {
 #[tokio::test]
 async fn remote_node_irq_costs_the_thread_its_home_node_with_the_revert() {
     // Mel Gorman's objection in the thread: following the interrupt across nodes takes the task
-    // away from its memory. The base kernel keeps it home; the revert pulls it across.
+    // away from its memory. Measured here (TCG single-threaded, 5 boots each, IRQ on CPU 4 of
+    // node 1, thread started on CPU 0 of node 0):
+    // - revert: 76.6-86.6% of switch-ins on the IRQ CPU, 94.3-100% on the IRQ's node, and 3.8-7.2
+    //   cross-LLC (here: cross-node) migrations per 100 completions;
+    // - base: 1.2-8.2% on the IRQ CPU and 0.6-1.5 cross-LLC migrations per 100 completions, but
+    //   its node share is not stable under TCG (28.7-100% on node 1: it drifts early in a run
+    //   and then stays, since an idle prev_cpu keeps it). On the seed's hardware the base kept
+    //   the thread home; under TCG that part is shown in the table, not asserted.
+    // What is robust, and asserted: the revert pulls the thread onto the remote IRQ CPU and
+    // pays for it in repeated cross-node migrations.
     let (_lab, outcome) = run(DmaWakeup::seed(IrqPlacement::RemoteNode)).await;
     let ab = &outcome.comparison;
     assert_irq_pinned(&outcome);
-    ab.assert_higher("share_on_irq_node", REVERT, Significance::P01)
+    ab.assert_higher("share_on_irq_cpu", REVERT, Significance::P01)
         .unwrap();
-    let base = ab.summary("share_on_irq_node", BASE).unwrap();
+    ab.assert_higher("cross_llc_migrations", REVERT, Significance::P01)
+        .unwrap();
+    let revert = ab.summary("share_on_irq_node", REVERT).unwrap();
     assert!(
-        base.max < 10.0,
-        "base kernel left the home node: {base:?}\n{ab}"
+        revert.min > 85.0,
+        "revert did not move to the IRQ's node: {revert:?}\n{ab}"
     );
 }
 

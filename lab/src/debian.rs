@@ -155,12 +155,7 @@ impl Archive {
         let text = String::from_utf8_lossy(&out.stdout);
         let mut found: BTreeMap<(String, String), String> = BTreeMap::new();
         for stanza in text.split("\n\n") {
-            let field = |name: &str| {
-                stanza
-                    .lines()
-                    .find_map(|l| l.strip_prefix(name))
-                    .map(|v| v.trim().to_string())
-            };
+            let field = |name: &str| stanza_field(stanza, name);
             if let (Some(n), Some(v), Some(sha)) =
                 (field("Package: "), field("Version: "), field("SHA256: "))
             {
@@ -348,12 +343,7 @@ fn mirror_from_sources(text: &str) -> Option<String> {
         }
     }
     for stanza in text.split("\n\n") {
-        let field = |name: &str| {
-            stanza
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .map(|v| v.trim().to_string())
-        };
+        let field = |name: &str| stanza_field(stanza, name);
         if let (Some(uris), Some(suites)) = (field("URIs:"), field("Suites:")) {
             let types = field("Types:").unwrap_or_default();
             if types.split_whitespace().any(|t| t == "deb")
@@ -366,6 +356,14 @@ fn mirror_from_sources(text: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// The value of `name` (given with its colon, e.g. `"Version: "`) in a deb822 stanza.
+fn stanza_field(stanza: &str, name: &str) -> Option<String> {
+    stanza
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(|v| v.trim().to_string())
 }
 
 /// The upstream series of a Debian version: epoch and Debian revision dropped, first two

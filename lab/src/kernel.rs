@@ -14,6 +14,7 @@ pub mod config;
 pub mod patch;
 pub mod recipe;
 pub mod source;
+pub mod tools;
 pub mod variant;
 
 pub use build::{

@@ -261,6 +261,9 @@ pub fn build_recipe(cache: &Cache, recipe: &Recipe, opts: &BuildOptions) -> Resu
         Some(b) => Some(build_recipe(cache, b, opts)?),
         None => None,
     };
+    if cache.lookup(KIND, &key).is_none() {
+        super::tools::ensure_build_tools()?;
+    }
     let failed_dir = cache.dir(KIND).join(".failed");
     let dir = cache.get_or_build(KIND, &key, |tmp| {
         let log_path = tmp.join("build.log");
