@@ -428,8 +428,11 @@ async fn doctor() -> Result<i32> {
     println!("host CPU       {}", lab::toolchain::host_cpu_model());
     let k = lab.default_kernel();
     println!("default kernel {} ({})", k.name, k.release);
+    let dirs = lab::kernel::RecipeDirs::default_dirs();
+    println!("kernel recipes {}", lab::kernel::recipe_names(&dirs)?.join(", "));
+    let cached = lab::kernel::list(&lab.cache)?;
+    println!("cached kernels {} (lab kernel list)", cached.len());
     println!("topologies     {}", Topology::list()?.join(", "));
-    let _ = PathBuf::new();
     println!("(checked in {:.1?})", started.elapsed());
     Ok(0)
 }
