@@ -429,7 +429,10 @@ async fn doctor() -> Result<i32> {
     let k = lab.default_kernel();
     println!("default kernel {} ({})", k.name, k.release);
     let dirs = lab::kernel::RecipeDirs::default_dirs();
-    println!("kernel recipes {}", lab::kernel::recipe_names(&dirs)?.join(", "));
+    println!(
+        "kernel recipes {}",
+        lab::kernel::recipe_names(&dirs)?.join(", ")
+    );
     let cached = lab::kernel::list(&lab.cache)?;
     println!("cached kernels {} (lab kernel list)", cached.len());
     println!("topologies     {}", Topology::list()?.join(", "));

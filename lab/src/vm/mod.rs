@@ -254,6 +254,7 @@ impl Vm {
             },
         };
         let (qmp, guest, hello) = outcome?;
+        pin_vcpus(&qmp, &spec.topology).await?;
         let boot_time = started.elapsed();
         tracing::info!(vm = %name, ?boot_time, kernel = %hello.kernel_release, "guest ready");
         Ok(Vm {
@@ -323,6 +324,50 @@ impl Vm {
         }
         Ok(())
     }
+}
+
+/// Applies the topology's vCPU -> host CPU pinning map to QEMU's vCPU threads (for KVM runs
+/// whose throughput must not depend on where the host scheduler puts vCPUs). Single-threaded
+/// TCG runs every vCPU on one thread, so there the last pin wins; it matters for KVM and MTTCG.
+async fn pin_vcpus(
+    qmp: &QapiService<QmpStreamTokio<tokio::io::WriteHalf<UnixStream>>>,
+    topology: &Topology,
+) -> Result<()> {
+    let pins = topology.pinning();
+    if pins.is_empty() {
+        return Ok(());
+    }
+    let cpus = qmp
+        .execute(qapi::qmp::query_cpus_fast {})
+        .await
+        .context("query-cpus-fast")?;
+    for cpu in cpus {
+        let qapi::qmp::CpuInfoFast::x86_64(base) = cpu else {
+            continue;
+        };
+        let Some(host) = pins.get(&(base.cpu_index as u32)) else {
+            continue;
+        };
+        // SAFETY: a zeroed cpu_set_t is valid; CPU_SET stays within it for host < CPU_SETSIZE.
+        let rc = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(*host as usize, &mut set);
+            libc::sched_setaffinity(
+                base.thread_id as libc::pid_t,
+                std::mem::size_of::<libc::cpu_set_t>(),
+                &set,
+            )
+        };
+        if rc != 0 {
+            anyhow::bail!(
+                "pinning vCPU {} (thread {}) to host CPU {host}: {}",
+                base.cpu_index,
+                base.thread_id,
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    Ok(())
 }
 
 async fn copy_stderr(mut stderr: tokio::process::ChildStderr, path: PathBuf) {
