@@ -59,21 +59,27 @@ async fn cross_llc_irq_pulls_the_thread_only_with_the_revert() {
         .unwrap();
     ab.assert_higher("wakeups_on_irq_cpu", REVERT, Significance::P01)
         .unwrap();
-    // Bounds from measured runs (see the module docs of lab::scenario and the issue notes).
+    // Measured here (TCG single-threaded, 2-core host, 5 boots per kernel; four runs of this
+    // test, 20 boots per kernel): share of the thread's switch-ins on the IRQ CPU per boot,
+    // base 0.0-67.5% (run medians 1.3, 3.2, 7.1, 10.4%), revert 66.2-97.3% (run medians 83.1,
+    // 84.7, 87.7, 89.2%). Single boots overlap: now and then a base boot keeps the thread on
+    // the IRQ CPU for long stretches (37%, 67.5%), so a per-boot bound is flaky (a bound on the
+    // base maximum failed 2 of 3 soak runs); the 5-boot comparison above and the medians below
+    // separated the kernels in every run.
     let base = ab.summary("share_on_irq_cpu", BASE).unwrap();
     let revert = ab.summary("share_on_irq_cpu", REVERT).unwrap();
     assert!(
-        base.max < 30.0,
+        base.median < 25.0,
         "base kernel followed the IRQ: {base:?}\n{ab}"
     );
     assert!(
-        revert.min > 60.0,
+        revert.median > 70.0,
         "revert did not follow the IRQ: {revert:?}\n{ab}"
     );
     if lab.on_kvm() {
         // The hardware signature of the thread: 1000 of 1000 completions on the IRQ CPU.
         assert!(
-            revert.min >= 95.0,
+            revert.median >= 95.0,
             "on KVM the revert should keep >= 95% on the IRQ CPU\n{ab}"
         );
     }
@@ -91,9 +97,11 @@ async fn same_llc_irq_keeps_the_thread_in_its_llc() {
     assert_irq_pinned(&outcome);
     ab.assert_higher("share_on_irq_cpu", REVERT, Significance::P01)
         .unwrap();
+    ab.assert_higher("share_in_irq_llc", REVERT, Significance::P01)
+        .unwrap();
     let revert_llc = ab.summary("share_in_irq_llc", REVERT).unwrap();
     assert!(
-        revert_llc.min > 80.0,
+        revert_llc.median > 85.0,
         "revert left the IRQ's LLC: {revert_llc:?}\n{ab}"
     );
 }
@@ -136,7 +144,7 @@ async fn remote_node_irq_costs_the_thread_its_home_node_with_the_revert() {
         .unwrap();
     let revert = ab.summary("share_on_irq_node", REVERT).unwrap();
     assert!(
-        revert.min > 85.0,
+        revert.median > 90.0,
         "revert did not move to the IRQ's node: {revert:?}\n{ab}"
     );
 }
