@@ -169,6 +169,9 @@ pub struct TaskPlacement {
     pub runtime_us: BTreeMap<u32, f64>,
     /// The CPU of the task's first switch-in.
     pub first_cpu: Option<u32>,
+    /// The CPU of the task's first switch-in after its first wakeup: where a thread created
+    /// asleep really started its work.
+    pub started_on: Option<u32>,
     pub wakeups: u64,
     /// Wakeups whose target CPU is the CPU that ran the waker (the completion's CPU).
     pub wakeups_on_waker_cpu: u64,
@@ -207,6 +210,9 @@ impl TaskPlacement {
                     if is_task(e.fields.get("next_comm")) {
                         *p.switch_ins.entry(e.cpu).or_default() += 1;
                         p.first_cpu.get_or_insert(e.cpu);
+                        if p.wakeups > 0 {
+                            p.started_on.get_or_insert(e.cpu);
+                        }
                         on_cpu_since.insert(e.cpu, e.timestamp_us);
                     }
                 }
@@ -400,6 +406,30 @@ mod tests {
         assert!(events[2].flags.contains('h'));
         assert_eq!(events[0].fields["next_comm"], "dma0chan0-copy0");
         assert_eq!(events[3].fields["target_cpu"], "002");
+    }
+
+    #[test]
+    fn placement_folds_switches_wakeups_and_migrations() {
+        // ci-2node-4llc: CPUs 0 and 2 are in different LLCs of node 0.
+        let topology = Topology::by_name("ci-2node-4llc").unwrap();
+        let p = TaskPlacement::from_events("dma0chan0-copy", &parse_trace(TRACE), &topology);
+        assert_eq!(p.switch_ins, BTreeMap::from([(0, 1), (2, 1)]));
+        assert_eq!(p.first_cpu, Some(0));
+        // The first switch-in came before any wakeup (a thread created asleep); its work
+        // started where the wakeup put it.
+        assert_eq!(p.started_on, Some(2));
+        assert_eq!((p.wakeups, p.wakeups_on_waker_cpu), (1, 1));
+        assert_eq!(
+            (
+                p.migrations,
+                p.cross_llc_migrations,
+                p.cross_node_migrations
+            ),
+            (1, 1, 0)
+        );
+        assert_eq!(p.irq_cpus, BTreeMap::from([(2, 1)]));
+        assert!((p.runtime_us[&0] - 200.0).abs() < 1e-6);
+        assert_eq!(p.share_on(&[2]), 50.0);
     }
 
     #[test]

@@ -173,6 +173,18 @@ impl DmaWakeup {
         })
     }
 
+    /// The CPU the guest script's own shell runs on: the last CPU outside the start CPU's and
+    /// the interrupt's LLCs, so the script's polling does not disturb the CPUs being watched.
+    /// None when the topology has no such CPU (then the shell is left where the kernel puts it).
+    pub fn control_cpu(&self, topology: &Topology, irq_cpu: u32) -> Option<u32> {
+        let watched: Vec<u32> = [self.start_cpu, irq_cpu]
+            .iter()
+            .filter_map(|c| topology.llc_of(*c))
+            .flat_map(|l| l.cpus.iter().copied())
+            .collect();
+        (0..topology.nr_cpus()).rev().find(|c| !watched.contains(c))
+    }
+
     /// Runs every variant `repetitions` times, interleaved, and compares them.
     pub async fn run(&self, lab: &Lab) -> Result<Outcome> {
         if self.variants.len() < 2 {
@@ -243,6 +255,7 @@ impl DmaWakeup {
             "placement": self.placement,
             "start_cpu": self.start_cpu,
             "irq_cpu": irq_cpu,
+            "control_cpu": self.control_cpu(&topology, irq_cpu),
             "dmatest": self.dmatest,
             "repetitions": self.repetitions,
             "order": "interleaved (Williams design)",
@@ -291,11 +304,12 @@ impl DmaWakeup {
         let before = Interrupts::read(vm).await?;
         let run = vm
             .exec(
-                &crate::guest::GuestCommand::shell(dmatest.script(Some(start))).timeout(
-                    std::time::Duration::from_secs(
-                        120 + u64::from(dmatest.iterations) * u64::from(dmatest.timeout_ms) / 1000,
-                    ),
-                ),
+                &crate::guest::GuestCommand::shell(
+                    dmatest.script(Some(start), self.control_cpu(topology, irq_cpu)),
+                )
+                .timeout(std::time::Duration::from_secs(
+                    120 + u64::from(dmatest.iterations) * u64::from(dmatest.timeout_ms) / 1000,
+                )),
             )
             .await?;
         if !run.success() {
@@ -323,6 +337,18 @@ impl DmaWakeup {
             bail!(
                 "the trace of {} has no switch-in of dma0chan0-copy* (trace kept at {})",
                 vm.name,
+                trace_file.display()
+            );
+        }
+        // The lab checks its own set-up: a thread that did not start where the scenario says
+        // makes every share below meaningless.
+        if placement.started_on != Some(self.start_cpu) {
+            bail!(
+                "dmatest's thread started on CPU {:?} in {}, not on the scenario's start CPU {} \
+                 (trace kept at {})",
+                placement.started_on,
+                vm.name,
+                self.start_cpu,
                 trace_file.display()
             );
         }
@@ -437,5 +463,61 @@ impl Lab {
             accelerator: serde_json::json!({"name": self.accel.name(), "reason": self.accel_probe.reason}),
             ..Manifest::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ci() -> Topology {
+        Topology::by_name(crate::host::DEFAULT_TOPOLOGY).unwrap()
+    }
+
+    #[test]
+    fn irq_cpu_follows_the_placement_on_the_ci_topology() {
+        // ci-2node-4llc: LLCs {0,1} {2,3} on node 0, {4,5} {6,7} on node 1.
+        let t = ci();
+        let cpu = |p| DmaWakeup::seed(p).irq_cpu(&t).unwrap();
+        assert_eq!(cpu(IrqPlacement::SameLlc), 1);
+        assert_eq!(cpu(IrqPlacement::CrossLlc), 2);
+        assert_eq!(cpu(IrqPlacement::RemoteNode), 4);
+    }
+
+    #[test]
+    fn control_cpu_avoids_the_start_and_irq_llcs() {
+        let t = ci();
+        for placement in [
+            IrqPlacement::SameLlc,
+            IrqPlacement::CrossLlc,
+            IrqPlacement::RemoteNode,
+        ] {
+            let s = DmaWakeup::seed(placement);
+            let irq = s.irq_cpu(&t).unwrap();
+            let control = s.control_cpu(&t, irq).unwrap();
+            assert_eq!(control, 7, "{placement:?}");
+            let mut start_cpu_remote = DmaWakeup::seed(placement);
+            start_cpu_remote.start_cpu = 6;
+            let irq = start_cpu_remote.irq_cpu(&t).unwrap();
+            let control = start_cpu_remote.control_cpu(&t, irq).unwrap();
+            for watched in [6, irq] {
+                assert_ne!(
+                    t.llc_of(control).unwrap().id,
+                    t.llc_of(watched).unwrap().id,
+                    "{placement:?}: control CPU {control} shares an LLC with CPU {watched}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn control_cpu_is_none_when_every_cpu_is_watched() {
+        let text = "name = \"one-llc\"\ndescription = \"x\"\ncpu_model = \"qemu64\"\n\
+                    sockets = 1\nthreads_per_core = 1\n[[node]]\ncpus = \"0-1\"\nmemory = \"1G\"\n";
+        let t = Topology::from_toml_str(text, "one-llc.toml").unwrap();
+        let s = DmaWakeup::seed(IrqPlacement::SameLlc);
+        let irq = s.irq_cpu(&t).unwrap();
+        assert_eq!(irq, 1);
+        assert_eq!(s.control_cpu(&t, irq), None);
     }
 }

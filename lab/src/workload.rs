@@ -98,23 +98,37 @@ impl Dmatest {
     /// thread has printed its summary. Reading the module's `wait` parameter alone is not
     /// enough: under TCG it can return before the threads are counted.
     ///
-    /// Placement moves each sleeping thread to `start_cpu` and then widens its mask back to every
-    /// online CPU, so it starts there but the scheduler is free to move it. (Pinning kthreadd
-    /// instead leaves the threads pinned: measured, Cpus_allowed_list stayed at the start CPU.)
-    pub fn script(&self, start_cpu: Option<u32>) -> String {
+    /// Placement pins each sleeping thread to `start_cpu`, wakes it (`run=1`, written from that
+    /// CPU), and only then widens its mask back to every online CPU: it starts there and the
+    /// scheduler is free to move it afterwards. Widening before the wakeup does nothing: a
+    /// sleeping task keeps its `prev_cpu` (where kthreadd created it), and the wakeup chooses
+    /// from there (measured: threads created on CPU 7 started on node 1 instead of CPU 0).
+    /// Pinning kthreadd instead leaves the threads pinned (Cpus_allowed_list stayed put).
+    ///
+    /// `control_cpu` pins the script's own shell (and its `dmesg | grep` polling, forked every
+    /// 200 ms) away from the CPUs under observation: measured under TCG, a poller that lands on
+    /// the start CPU makes `prev_cpu` busy at wakeup, and the base kernel then drifts the thread
+    /// off its home node, which hides the very difference the remote-node case is about.
+    pub fn script(&self, start_cpu: Option<u32>, control_cpu: Option<u32>) -> String {
+        let control = match control_cpu {
+            Some(cpu) => format!("taskset -p -c {cpu} $$ > /dev/null\n"),
+            None => String::new(),
+        };
         let start = match start_cpu {
             Some(cpu) => format!(
                 "pids=''\n\
                  for p in /proc/[0-9]*; do case \"$(cat $p/comm 2>/dev/null)\" in dma*chan*-*) pids=\"$pids ${{p#/proc/}}\";; esac; done\n\
                  [ -n \"$pids\" ] || {{ echo 'dmatest created no threads' >&2; exit 1; }}\n\
-                 for pid in $pids; do taskset -p -c {cpu} $pid > /dev/null; taskset -p -c $(cat /sys/devices/system/cpu/online) $pid > /dev/null; done\n\
-                 taskset -c {cpu} sh -c 'echo 1 > /sys/module/dmatest/parameters/run'"
+                 for pid in $pids; do taskset -p -c {cpu} $pid > /dev/null; done\n\
+                 taskset -c {cpu} sh -c 'echo 1 > /sys/module/dmatest/parameters/run'\n\
+                 for pid in $pids; do taskset -p -c $(cat /sys/devices/system/cpu/online) $pid > /dev/null; done"
             ),
             None => "echo 1 > $P/run".to_string(),
         };
         let limit_s = 60 + u64::from(self.iterations) * u64::from(self.timeout_ms.max(1)) / 1000;
         format!(
             "set -e\n\
+             {control}\
              P=/sys/module/dmatest/parameters\n\
              [ -d $P ] || modprobe dmatest {args}\n\
              for kv in {args}; do echo ${{kv#*=}} > $P/${{kv%%=*}}; done\n\
@@ -132,6 +146,7 @@ impl Dmatest {
              dmesg | grep dmatest || true\n",
             args = self.module_args(),
             channel = self.channel,
+            control = control,
             polls = limit_s * 5,
         )
     }
@@ -142,7 +157,7 @@ impl Dmatest {
             u64::from(self.iterations) * u64::from(self.timeout_ms.max(1)) + 120_000,
         );
         let out = vm
-            .exec(&GuestCommand::shell(self.script(None)).timeout(limit))
+            .exec(&GuestCommand::shell(self.script(None, None)).timeout(limit))
             .await?;
         let log = out.stdout_str();
         if !out.success() {
@@ -283,7 +298,8 @@ mod tests {
 
     #[test]
     fn script_is_valid_shell_and_waits_for_every_summary() {
-        let script = Dmatest::seed_parameters().script(Some(0));
+        let script = Dmatest::seed_parameters().script(Some(0), Some(7));
+        assert!(script.contains("taskset -p -c 7 $$"), "{script}");
         assert!(
             script.contains("taskset -c 0 sh -c 'echo 1 > /sys/module/dmatest/parameters/run'"),
             "{script}"
