@@ -20,14 +20,16 @@ async fn run(scenario: DmaWakeup) -> (lab::Lab, Outcome) {
     println!("record: {}", outcome.record_path.display());
     for s in &outcome.samples {
         println!(
-            "  {:<32} irq cpu {} share {:5.1}%  irq LLC {:5.1}%  start LLC {:5.1}%  max {:5.1}%  xLLC/100 {:5.1}  iops {:.0}",
+            "  {:<32} irq cpu {} share {:5.1}%  irq LLC {:5.1}%  start LLC {:5.1}%  node {:5.1}%  max {:5.1}%  xLLC/100 {:5.1}  balancer/100 {:5.1}  iops {:.0}",
             s.variant,
             s.irq_cpu,
             s.metrics["share_on_irq_cpu"],
             s.metrics["share_in_irq_llc"],
             s.metrics["share_in_start_llc"],
+            s.metrics["share_on_irq_node"],
             s.metrics["max_cpu_share"],
             s.metrics["cross_llc_migrations"],
+            s.metrics["balancer_migrations"],
             s.metrics["iops"],
         );
     }

@@ -29,8 +29,8 @@ enum Cmd {
     /// Provision everything tests and `compare` need (QEMU, the default kernels and guest image)
     /// up front, with progress; later runs find it all in the cache.
     Prepare {
-        /// Kernel recipes to build (default: v6.12 and the S1 variant).
-        #[arg(long, default_values = ["v6.12", "v6.12+wake-affine-idle-revert"])]
+        /// Kernel recipes to build (default: v6.12, the S1 variant and the ptdma fix the tests use).
+        #[arg(long, default_values = ["v6.12", "v6.12+wake-affine-idle-revert", "v6.12+ptdma-claim-once"])]
         kernels: Vec<String>,
     },
     /// Inspect the declared machine shapes.

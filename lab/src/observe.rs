@@ -88,6 +88,8 @@ impl TaskTrace {
 /// One parsed trace line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceEvent {
+    /// The task that was running when the event fired, `comm-pid` as tracefs prints it.
+    pub task: String,
     pub cpu: u32,
     pub timestamp_us: f64,
     /// The context flags column (`d.h2.`): `h` hard IRQ, `s` softirq.
@@ -117,6 +119,7 @@ fn parse_line(line: &str) -> Option<TraceEvent> {
     let (name, fields) = rest.split_once(": ")?;
     let timestamp_us = ts.trim().parse::<f64>().ok()? * 1e6;
     Some(TraceEvent {
+        task: line[..open].trim().to_string(),
         cpu,
         timestamp_us,
         flags: flags.to_string(),
@@ -180,6 +183,9 @@ pub struct TaskPlacement {
     /// CPUs wakeups targeted.
     pub wakeup_targets: BTreeMap<u32, u64>,
     pub migrations: u64,
+    /// Migrations done by a CPU's stopper thread (`migration/N`): the load balancer moving the
+    /// task while it ran (active balance), not a wakeup choosing a new CPU.
+    pub balancer_migrations: u64,
     pub cross_llc_migrations: u64,
     pub cross_node_migrations: u64,
     /// Handler invocations of the traced interrupt per CPU.
@@ -234,6 +240,9 @@ impl TaskPlacement {
                     let cpu = |k: &str| e.fields.get(k).and_then(|v| v.parse::<u32>().ok());
                     if let (Some(from), Some(to)) = (cpu("orig_cpu"), cpu("dest_cpu")) {
                         p.migrations += 1;
+                        if e.task.starts_with("migration/") {
+                            p.balancer_migrations += 1;
+                        }
                         let llc = |c| topology.llc_of(c).map(|l| l.id);
                         let node = |c| topology.node_of(c).map(|n| n.id);
                         if llc(from) != llc(to) {
@@ -395,12 +404,15 @@ mod tests {
           <idle>-0     [002] d.s2.    10.000450: sched_wakeup: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=002
           <idle>-0     [002] d.s2.    10.000451: sched_migrate_task: comm=dma0chan0-copy0 pid=90 prio=120 orig_cpu=0 dest_cpu=2
           <idle>-0     [002] d..2.    10.000500: sched_switch: prev_comm=swapper/2 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=dma0chan0-copy0 next_pid=90 next_prio=120
+     migration/2-30    [002] d..2.    10.000900: sched_migrate_task: comm=dma0chan0-copy0 pid=90 prio=130 orig_cpu=2 dest_cpu=5
 ";
 
     #[test]
     fn parses_events_and_fields() {
         let events = parse_trace(TRACE);
-        assert_eq!(events.len(), 6);
+        assert_eq!(events.len(), 7);
+        assert_eq!(events[0].task, "kworker/0:1-12");
+        assert_eq!(events[6].task, "migration/2-30");
         assert_eq!(events[2].name, "irq_handler_entry");
         assert_eq!(events[2].cpu, 2);
         assert!(events[2].flags.contains('h'));
@@ -419,13 +431,16 @@ mod tests {
         // started where the wakeup put it.
         assert_eq!(p.started_on, Some(2));
         assert_eq!((p.wakeups, p.wakeups_on_waker_cpu), (1, 1));
+        // One wakeup migration (0 -> 2, same node) and one active balance by CPU 2's stopper
+        // (2 -> 5, to node 1).
         assert_eq!(
             (
                 p.migrations,
+                p.balancer_migrations,
                 p.cross_llc_migrations,
                 p.cross_node_migrations
             ),
-            (1, 1, 0)
+            (2, 1, 2, 1)
         );
         assert_eq!(p.irq_cpus, BTreeMap::from([(2, 1)]));
         assert!((p.runtime_us[&0] - 200.0).abs() < 1e-6);

@@ -63,6 +63,16 @@ pub const METRICS: &[(&str, &str, Direction, f64)] = &[
         Direction::LowerIsBetter,
         2.0,
     ),
+    // Who moved the thread: wakeup placement (what the S1 patch changes) or the load balancer's
+    // active balancing (the stopper moving it while it runs; under TCG the verify loop keeps the
+    // thread busy for ~20 ms per copy, and a CPU whose capacity is eaten by interrupt time sheds
+    // it).
+    (
+        "balancer_migrations",
+        "per 100 completions",
+        Direction::Neutral,
+        2.0,
+    ),
     ("wakeups_on_irq_cpu", "%", Direction::Neutral, 5.0),
     ("irq_on_pinned_cpu", "%", Direction::Neutral, 1.0),
     ("iops", "iops", Direction::HigherIsBetter, 0.0),
@@ -417,6 +427,10 @@ pub fn metrics(
     m.insert(
         "cross_llc_migrations".into(),
         100.0 * placement.cross_llc_migrations as f64 / completions,
+    );
+    m.insert(
+        "balancer_migrations".into(),
+        100.0 * placement.balancer_migrations as f64 / completions,
     );
     m.insert(
         "wakeups_on_irq_cpu".into(),
