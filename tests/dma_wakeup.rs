@@ -6,6 +6,7 @@
 
 mod common;
 
+use lab::report::Comparison;
 use lab::scenario::{DmaWakeup, IrqPlacement, Outcome};
 use lab::stats::Significance;
 use lab::workload::Dmatest;
@@ -50,6 +51,28 @@ fn assert_irq_pinned(outcome: &Outcome) {
     }
 }
 
+/// The median over boots of `metric` for `variant` is below `below` or above `above`; a failure
+/// prints the whole table. Medians, not single boots: under TCG single boots overlap (see the
+/// measurements at each use).
+fn assert_median(ab: &Comparison, metric: &str, variant: &str, bound: Bound, what: &str) {
+    let summary = ab.summary(metric, variant).unwrap();
+    let ok = match bound {
+        Bound::Below(limit) => summary.median < limit,
+        Bound::Above(limit) => summary.median > limit,
+    };
+    assert!(
+        ok,
+        "{what}: median {metric} of {variant} is {:.2}, expected {bound:?}\n{summary:?}\n{ab}",
+        summary.median
+    );
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Bound {
+    Below(f64),
+    Above(f64),
+}
+
 #[tokio::test]
 async fn cross_llc_irq_pulls_the_thread_only_with_the_revert() {
     let (lab, outcome) = run(DmaWakeup::seed(IrqPlacement::CrossLlc)).await;
@@ -61,28 +84,39 @@ async fn cross_llc_irq_pulls_the_thread_only_with_the_revert() {
         .unwrap();
     ab.assert_higher("wakeups_on_irq_cpu", REVERT, Significance::P01)
         .unwrap();
-    // Measured here (TCG single-threaded, 2-core host, 5 boots per kernel; four runs of this
-    // test, 20 boots per kernel): share of the thread's switch-ins on the IRQ CPU per boot,
-    // base 0.0-67.5% (run medians 1.3, 3.2, 7.1, 10.4%), revert 66.2-97.3% (run medians 83.1,
-    // 84.7, 87.7, 89.2%). Single boots overlap: now and then a base boot keeps the thread on
-    // the IRQ CPU for long stretches (37%, 67.5%), so a per-boot bound is flaky (a bound on the
-    // base maximum failed 2 of 3 soak runs); the 5-boot comparison above and the medians below
-    // separated the kernels in every run.
-    let base = ab.summary("share_on_irq_cpu", BASE).unwrap();
-    let revert = ab.summary("share_on_irq_cpu", REVERT).unwrap();
-    assert!(
-        base.median < 25.0,
-        "base kernel followed the IRQ: {base:?}\n{ab}"
+    // The verdict is the 5-boot comparison above (p=0.008 in every run so far) plus: the revert
+    // stays with the interrupt, the base kernel does not. On the seed's Xeon the base bounced
+    // between two CPUs, one of them the IRQ CPU (417 of 1000 iterations there), and the revert
+    // stayed on the IRQ CPU for 1000 of 1000; so the base bound is "below half", not "near 0".
+    // Measured here (TCG single-threaded, 2-core host, 5 boots per kernel), share of the
+    // thread's switch-ins on the IRQ CPU: base run medians 0.0-25.3% over 10 runs, single boots
+    // up to 67.5%; revert run medians 81.2-89.2%, single boots 66.2-97.3%. Why base boots vary:
+    // with verification on, the thread computes for ~20 ms per copy under TCG, and the load
+    // balancer moves it while it runs (85-92% of its migrations are done by the migration/N
+    // stopper); once it is in the IRQ's LLC, wake_affine_idle()'s shared-cache case keeps it
+    // there and puts it on the IRQ CPU whenever its previous CPU is busy.
+    assert_median(
+        ab,
+        "share_on_irq_cpu",
+        BASE,
+        Bound::Below(50.0),
+        "the base kernel stayed with the IRQ",
     );
-    assert!(
-        revert.median > 70.0,
-        "revert did not follow the IRQ: {revert:?}\n{ab}"
+    assert_median(
+        ab,
+        "share_on_irq_cpu",
+        REVERT,
+        Bound::Above(70.0),
+        "the revert did not follow the IRQ",
     );
     if lab.on_kvm() {
         // The hardware signature of the thread: 1000 of 1000 completions on the IRQ CPU.
-        assert!(
-            revert.median >= 95.0,
-            "on KVM the revert should keep >= 95% on the IRQ CPU\n{ab}"
+        assert_median(
+            ab,
+            "share_on_irq_cpu",
+            REVERT,
+            Bound::Above(95.0),
+            "on KVM the revert should keep the thread on the IRQ CPU",
         );
     }
 }
@@ -101,10 +135,12 @@ async fn same_llc_irq_keeps_the_thread_in_its_llc() {
         .unwrap();
     ab.assert_higher("share_in_irq_llc", REVERT, Significance::P01)
         .unwrap();
-    let revert_llc = ab.summary("share_in_irq_llc", REVERT).unwrap();
-    assert!(
-        revert_llc.median > 85.0,
-        "revert left the IRQ's LLC: {revert_llc:?}\n{ab}"
+    assert_median(
+        ab,
+        "share_in_irq_llc",
+        REVERT,
+        Bound::Above(85.0),
+        "the revert left the IRQ's LLC",
     );
 }
 
@@ -144,15 +180,19 @@ async fn remote_node_irq_costs_the_thread_its_home_node_with_the_revert() {
         .unwrap();
     ab.assert_higher("share_on_irq_cpu", REVERT, Significance::P01)
         .unwrap();
-    let base = ab.summary("share_on_irq_node", BASE).unwrap();
-    let revert = ab.summary("share_on_irq_node", REVERT).unwrap();
-    assert!(
-        base.median < 10.0,
-        "base kernel left the thread's home node: {base:?}\n{ab}"
+    assert_median(
+        ab,
+        "share_on_irq_node",
+        BASE,
+        Bound::Below(10.0),
+        "the base kernel left the thread's home node",
     );
-    assert!(
-        revert.median > 90.0,
-        "revert did not pull the thread to the IRQ's node: {revert:?}\n{ab}"
+    assert_median(
+        ab,
+        "share_on_irq_node",
+        REVERT,
+        Bound::Above(90.0),
+        "the revert did not pull the thread to the IRQ's node",
     );
 }
 
