@@ -88,9 +88,11 @@ async fn cross_llc_irq_pulls_the_thread_only_with_the_revert() {
     // stays with the interrupt, the base kernel does not. On the seed's Xeon the base bounced
     // between two CPUs, one of them the IRQ CPU (417 of 1000 iterations there), and the revert
     // stayed on the IRQ CPU for 1000 of 1000; so the base bound is "below half", not "near 0".
-    // Measured here (TCG single-threaded, 2-core host, 5 boots per kernel), share of the
-    // thread's switch-ins on the IRQ CPU: base run medians 0.0-25.3% over 10 runs, single boots
-    // up to 67.5%; revert run medians 81.2-89.2%, single boots 66.2-97.3%. Why base boots vary:
+    // Measured here (TCG single-threaded, 2-core host, 5 boots per kernel, 12 runs including a
+    // 10-in-a-row soak), share of the thread's switch-ins on the IRQ CPU: base run medians
+    // 4.2-25.3%, single boots 1.0-63.3%; revert run medians 81.2-92.9%, single boots
+    // 75.2-97.3%; p=0.008 in every run. (Multi-threaded TCG, one run: base median 5.1%, revert
+    // 88.8%.) Why base boots vary:
     // with verification on, the thread computes for ~20 ms per copy under TCG, and the load
     // balancer moves it while it runs (85-92% of its migrations are done by the migration/N
     // stopper); once it is in the IRQ's LLC, wake_affine_idle()'s shared-cache case keeps it

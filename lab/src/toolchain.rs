@@ -280,7 +280,9 @@ impl Accel {
 }
 
 /// The TCG flavour used when KVM is unavailable (`LAB_TCG` overrides). Measured on a 2-core
-/// host (see the README): single-threaded TCG boots faster there and gives steadier placement.
+/// host (see the README): single-threaded TCG boots faster there under load, and S1's placement
+/// verdict was soaked with it (10 of 10); multi-threaded separated the kernels as well in one
+/// run, `-icount` was three times slower per boot.
 pub fn default_tcg() -> Result<Accel> {
     match std::env::var("LAB_TCG") {
         Ok(v) => Accel::parse(&format!("tcg-{}", v.trim_start_matches("tcg-"))),
