@@ -202,6 +202,7 @@ impl DmaWakeup {
         }
         let topology = Topology::by_name(&self.topology)?;
         let irq_cpu = self.irq_cpu(&topology)?;
+        let control_cpu = self.control_cpu(&topology, irq_cpu);
         std::fs::create_dir_all(&self.results_dir)?;
         let names: Vec<String> = self.variants.iter().map(|v| v.name.clone()).collect();
         let mut comparison = Comparison::new(self.name.clone(), names.clone())?;
@@ -238,7 +239,14 @@ impl DmaWakeup {
             let vm = lab.boot(opts).await?;
             crate::host::apply_boot_settings(&vm, settings).await?;
             let sample = self
-                .one_boot(&vm, &topology, irq_cpu, &variant.name, sequence)
+                .one_boot(
+                    &vm,
+                    &topology,
+                    irq_cpu,
+                    control_cpu,
+                    &variant.name,
+                    sequence,
+                )
                 .await;
             vm.shutdown().await?;
             let sample = sample?;
@@ -265,7 +273,7 @@ impl DmaWakeup {
             "placement": self.placement,
             "start_cpu": self.start_cpu,
             "irq_cpu": irq_cpu,
-            "control_cpu": self.control_cpu(&topology, irq_cpu),
+            "control_cpu": control_cpu,
             "dmatest": self.dmatest,
             "repetitions": self.repetitions,
             "order": "interleaved (Williams design)",
@@ -292,6 +300,7 @@ impl DmaWakeup {
         vm: &Vm,
         topology: &Topology,
         irq_cpu: u32,
+        control_cpu: Option<u32>,
         variant: &str,
         sequence: usize,
     ) -> Result<BootSample> {
@@ -314,12 +323,10 @@ impl DmaWakeup {
         let before = Interrupts::read(vm).await?;
         let run = vm
             .exec(
-                &crate::guest::GuestCommand::shell(
-                    dmatest.script(Some(start), self.control_cpu(topology, irq_cpu)),
-                )
-                .timeout(std::time::Duration::from_secs(
-                    120 + u64::from(dmatest.iterations) * u64::from(dmatest.timeout_ms) / 1000,
-                )),
+                &crate::guest::GuestCommand::shell(dmatest.script(Some(start), control_cpu))
+                    .timeout(std::time::Duration::from_secs(
+                        120 + u64::from(dmatest.iterations) * u64::from(dmatest.timeout_ms) / 1000,
+                    )),
             )
             .await?;
         if !run.success() {

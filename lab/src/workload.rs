@@ -106,9 +106,9 @@ impl Dmatest {
     /// Pinning kthreadd instead leaves the threads pinned (Cpus_allowed_list stayed put).
     ///
     /// `control_cpu` pins the script's own shell (and its `dmesg | grep` polling, forked every
-    /// 200 ms) away from the CPUs under observation: measured under TCG, a poller that lands on
-    /// the start CPU makes `prev_cpu` busy at wakeup, and the base kernel then drifts the thread
-    /// off its home node, which hides the very difference the remote-node case is about.
+    /// 200 ms) away from the CPUs under observation, so a busy poller never stands in for the
+    /// scheduler's choice. A precaution: the drift once blamed on it turned out to be the
+    /// widen-before-wakeup bug above.
     pub fn script(&self, start_cpu: Option<u32>, control_cpu: Option<u32>) -> String {
         let control = match control_cpu {
             Some(cpu) => format!("taskset -p -c {cpu} $$ > /dev/null\n"),
