@@ -46,7 +46,7 @@ async fn dmatest_ok(vm: &lab::vm::Vm, params: Dmatest, threads: usize) {
 #[tokio::test]
 async fn ioatdma_binds_and_dmatest_passes() {
     let (_lab, vm) = boot_with("dma-ioat", DeviceSpec::ioat(1)).await;
-    let bound = bind_and_pin(&vm).await.unwrap();
+    let bound = bind_and_pin(&vm, vm.devices()).await.unwrap();
     assert_eq!(bound[0].driver, "ioatdma");
     let dmesg = vm
         .sh("dmesg | grep -i ioat; ls /sys/class/dma")
@@ -74,7 +74,7 @@ async fn ioatdma_binds_and_dmatest_passes() {
 #[tokio::test]
 async fn ioatdma_four_channels_at_once() {
     let (_lab, vm) = boot_with("dma-ioat-4ch", DeviceSpec::ioat(4)).await;
-    let bound = bind_and_pin(&vm).await.unwrap();
+    let bound = bind_and_pin(&vm, vm.devices()).await.unwrap();
     assert_eq!(
         bound[0].irqs.len(),
         4,
@@ -97,7 +97,7 @@ async fn ioatdma_four_channels_at_once() {
 #[tokio::test]
 async fn ptdma_binds_and_dmatest_passes() {
     let (_lab, vm) = boot_with("dma-ptdma", DeviceSpec::ptdma()).await;
-    let bound = bind_and_pin(&vm).await.unwrap();
+    let bound = bind_and_pin(&vm, vm.devices()).await.unwrap();
     assert_eq!(bound[0].driver, "ptdma");
     let seed = Dmatest::seed_parameters();
     dmatest_ok(&vm, seed.clone(), 1).await;
@@ -117,10 +117,11 @@ async fn ptdma_binds_and_dmatest_passes() {
 #[tokio::test]
 async fn ptdma_four_threads_pass_with_the_claim_once_fix() {
     let lab = common::lab().await;
-    let (kernel, _settings) = lab
-        .variant_kernel(&lab::kernel::Variant::kernel("v6.12+ptdma-claim-once"))
+    let kernel = lab
+        .prepare(&lab::variant::Variant::kernel("v6.12+ptdma-claim-once"))
         .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+        .unwrap_or_else(|e| panic!("{e:#}"))
+        .kernel;
     let vm = lab
         .boot(
             BootOptions::named("dma-ptdma-4threads")
@@ -129,7 +130,7 @@ async fn ptdma_four_threads_pass_with_the_claim_once_fix() {
         )
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
-    let bound = bind_and_pin(&vm).await.unwrap();
+    let bound = bind_and_pin(&vm, vm.devices()).await.unwrap();
     assert_eq!(bound[0].driver, "ptdma");
     dmatest_ok(&vm, Dmatest::seed_parameters().threads_per_chan(4), 4).await;
     vm.shutdown().await.unwrap();
@@ -138,7 +139,7 @@ async fn ptdma_four_threads_pass_with_the_claim_once_fix() {
 #[tokio::test]
 async fn completions_follow_the_pinned_interrupt() {
     let (_lab, vm) = boot_with("dma-irq-pin", DeviceSpec::ioat(1).irq_on_cpus(0, &[2])).await;
-    let bound = bind_and_pin(&vm).await.unwrap();
+    let bound = bind_and_pin(&vm, vm.devices()).await.unwrap();
     let irq = bound[0].irqs[0].to_string();
     let params = Dmatest::seed_parameters().noverify(true);
     for cpu in [2u32, 5] {
@@ -168,7 +169,7 @@ async fn completions_follow_the_pinned_interrupt() {
 #[tokio::test]
 async fn guest_scribbling_on_the_bar_does_not_break_the_device() {
     let (_lab, vm) = boot_with("dma-hostile", DeviceSpec::ioat(1)).await;
-    let bound = bind_and_pin(&vm).await.unwrap();
+    let bound = bind_and_pin(&vm, vm.devices()).await.unwrap();
     let addr = &bound[0].pci_address;
     let script = format!(
         "set -e

@@ -1,4 +1,4 @@
-//! Seed S1 (`SCENARIOS.md`, thread `000_88b7f2099745cb99.txt`): a dmatest thread woken by its DMA
+//! Seed S1 (`docs/SCENARIOS.md`, thread `000_88b7f2099745cb99.txt`): a dmatest thread woken by its DMA
 //! engine's completion interrupt. `wake_affine_idle()` in v6.12 only moves the wakee to the
 //! interrupted CPU when both share a cache; the proposed revert lets it follow the interrupt
 //! anywhere. Each test boots both kernels several times, interleaved, one boot per sample, and
@@ -6,32 +6,39 @@
 
 mod common;
 
+use lab::experiment::{Experiment, Outcome};
 use lab::report::Comparison;
-use lab::scenario::{DmaWakeup, IrqPlacement, Outcome};
+use lab::scenarios::dma_wakeup::{DmaEngine, DmaWakeup, IrqPlacement, BASE, REVERT};
 use lab::stats::Significance;
 use lab::workload::Dmatest;
 
-const BASE: &str = "v6.12";
-const REVERT: &str = "v6.12+wake-affine-idle-revert";
+/// S1 with `placement`, under the name its results are kept as.
+fn s1(name: &str, placement: IrqPlacement) -> Experiment<DmaWakeup> {
+    Experiment::new(DmaWakeup::seed().placement(placement)).named(name)
+}
 
-async fn run(scenario: DmaWakeup) -> (lab::Lab, Outcome) {
+async fn run(experiment: Experiment<DmaWakeup>) -> (lab::Lab, Outcome) {
     let lab = common::lab().await;
-    let outcome = scenario.run(&lab).await.unwrap_or_else(|e| panic!("{e:#}"));
-    println!("{}", outcome.comparison.table());
+    let outcome = experiment
+        .run(&lab)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    println!("{}", outcome.comparison().table());
     println!("record: {}", outcome.record_path.display());
-    for s in &outcome.samples {
+    for b in outcome.record.boots() {
+        let m = &b.samples;
         println!(
             "  {:<32} irq cpu {} share {:5.1}%  irq LLC {:5.1}%  start LLC {:5.1}%  node {:5.1}%  max {:5.1}%  xLLC/100 {:5.1}  balancer/100 {:5.1}  iops {:.0}",
-            s.variant,
-            s.irq_cpu,
-            s.metrics["share_on_irq_cpu"],
-            s.metrics["share_in_irq_llc"],
-            s.metrics["share_in_start_llc"],
-            s.metrics["share_on_irq_node"],
-            s.metrics["max_cpu_share"],
-            s.metrics["cross_llc_migrations"],
-            s.metrics["balancer_migrations"],
-            s.metrics["iops"],
+            b.variant,
+            b.details["scenario"]["irq_cpu"],
+            m["share_on_irq_cpu"],
+            m["share_in_irq_llc"],
+            m["share_in_start_llc"],
+            m["share_on_irq_node"],
+            m["max_cpu_share"],
+            m["cross_llc_migrations"],
+            m["balancer_migrations"],
+            m["iops"],
         );
     }
     (lab, outcome)
@@ -39,14 +46,14 @@ async fn run(scenario: DmaWakeup) -> (lab::Lab, Outcome) {
 
 /// Every completion interrupt landed on the pinned CPU, in every boot (the pinning works).
 fn assert_irq_pinned(outcome: &Outcome) {
-    for s in &outcome.samples {
+    for b in outcome.record.boots() {
         assert!(
-            s.metrics["irq_on_pinned_cpu"] > 99.0,
-            "{}: only {:.1}% of the completions hit CPU {} (delta {:?})",
-            s.variant,
-            s.metrics["irq_on_pinned_cpu"],
-            s.irq_cpu,
-            s.irq_delta
+            b.samples["irq_on_pinned_cpu"] > 99.0,
+            "{}: only {:.1}% of the completions hit CPU {} (delta {})",
+            b.variant,
+            b.samples["irq_on_pinned_cpu"],
+            b.details["scenario"]["irq_cpu"],
+            b.details["scenario"]["irq_delta"]
         );
     }
 }
@@ -75,8 +82,8 @@ enum Bound {
 
 #[tokio::test]
 async fn cross_llc_irq_pulls_the_thread_only_with_the_revert() {
-    let (lab, outcome) = run(DmaWakeup::seed(IrqPlacement::CrossLlc)).await;
-    let ab = &outcome.comparison;
+    let (lab, outcome) = run(s1("dma-wakeup-cross-llc", IrqPlacement::CrossLlc)).await;
+    let ab = outcome.comparison();
     assert_irq_pinned(&outcome);
     ab.assert_higher("share_on_irq_cpu", REVERT, Significance::P01)
         .unwrap();
@@ -130,8 +137,8 @@ async fn same_llc_irq_keeps_the_thread_in_its_llc() {
     // 0.0-26.7% on the IRQ CPU and 0.0-61.8% in the LLC (it drifts to the node's other LLC, in
     // one boot to the other node). Cross-LLC migrations per 100 completions: base 0.5-0.9,
     // revert 1.1-5.7.
-    let (_lab, outcome) = run(DmaWakeup::seed(IrqPlacement::SameLlc)).await;
-    let ab = &outcome.comparison;
+    let (_lab, outcome) = run(s1("dma-wakeup-same-llc", IrqPlacement::SameLlc)).await;
+    let ab = outcome.comparison();
     assert_irq_pinned(&outcome);
     ab.assert_higher("share_on_irq_cpu", REVERT, Significance::P01)
         .unwrap();
@@ -148,13 +155,13 @@ async fn same_llc_irq_keeps_the_thread_in_its_llc() {
 
 #[tokio::test]
 async fn polled_dmatest_shows_no_placement_difference() {
-    let scenario = DmaWakeup::seed(IrqPlacement::CrossLlc)
-        .named("dmatest-polled")
-        .dmatest(Dmatest::seed_parameters().polled(true));
+    let scenario =
+        Experiment::new(DmaWakeup::seed().dmatest(Dmatest::seed_parameters().polled(true)))
+            .named("dma-wakeup-polled");
     // Measured here (5 boots each): every share metric p >= 0.5 between the kernels, with wide
     // boot-to-boot spread on both (share on CPU 2: base 16.6% ± 91%, revert 11.4% ± 147%).
     let (_lab, outcome) = run(scenario).await;
-    let ab = &outcome.comparison;
+    let ab = outcome.comparison();
     // No interrupt, so no interrupt-context wakeup for the two kernels to treat differently.
     ab.assert_no_change("share_on_irq_cpu", REVERT, Significance::P01)
         .unwrap();
@@ -175,8 +182,8 @@ async fn remote_node_irq_costs_the_thread_its_home_node_with_the_revert() {
     // (An earlier version of the lab widened the thread's CPU mask before waking it, so it
     // started wherever kthreadd had created it, often on node 1: the base then looked as if it
     // had left home. The scenario now checks where the thread started.)
-    let (_lab, outcome) = run(DmaWakeup::seed(IrqPlacement::RemoteNode)).await;
-    let ab = &outcome.comparison;
+    let (_lab, outcome) = run(s1("dma-wakeup-remote-node", IrqPlacement::RemoteNode)).await;
+    let ab = outcome.comparison();
     assert_irq_pinned(&outcome);
     ab.assert_higher("share_on_irq_node", REVERT, Significance::P01)
         .unwrap();
@@ -213,12 +220,27 @@ async fn throughput_triples_with_the_revert_on_real_hardware() {
     }
     // The Gold 6132 has one LLC per socket and node: the seed's cross-LLC interrupt is a
     // cross-node one there.
-    let scenario = DmaWakeup::seed(IrqPlacement::RemoteNode)
-        .named("dmatest-throughput")
-        .topology("xeon-gold-6132-2s");
+    let scenario =
+        s1("dma-wakeup-throughput", IrqPlacement::RemoteNode).topology("xeon-gold-6132-2s");
     let (_lab, outcome) = run(scenario).await;
     outcome
-        .comparison
+        .comparison()
         .assert_ratio("iops", REVERT, ">=", 3.0)
+        .unwrap();
+}
+
+/// The seed's third machine, an EPYC 7313, has PTDMA engines: the same experiment on the
+/// emulated PTDMA, on an EPYC-shaped topology (AMD CPU model, two 4-core CCX LLCs in one node).
+#[tokio::test]
+async fn ptdma_cross_ccx_irq_pulls_the_thread_only_with_the_revert() {
+    let experiment = Experiment::new(DmaWakeup::seed().engine(DmaEngine::Ptdma))
+        .named("dma-wakeup-ptdma-cross-llc")
+        .topology("ci-epyc-2ccx");
+    let (_lab, outcome) = run(experiment).await;
+    let ab = outcome.comparison();
+    assert_irq_pinned(&outcome);
+    ab.assert_higher("share_on_irq_cpu", REVERT, Significance::P01)
+        .unwrap();
+    ab.assert_higher("share_in_irq_llc", REVERT, Significance::P01)
         .unwrap();
 }

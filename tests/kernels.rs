@@ -3,17 +3,18 @@
 
 mod common;
 
-use lab::kernel::Variant;
+use lab::variant::Variant;
 use lab::BootOptions;
 
 #[tokio::test]
 async fn base_and_patched_kernels_boot_side_by_side_with_their_identities() {
     let lab = common::lab().await;
-    let (base, _) = lab.variant_kernel(&Variant::kernel("v6.12")).await.unwrap();
-    let (patched, _) = lab
-        .variant_kernel(&Variant::kernel("v6.12+wake-affine-idle-revert"))
+    let base = lab.prepare(&Variant::kernel("v6.12")).await.unwrap().kernel;
+    let patched = lab
+        .prepare(&Variant::kernel("v6.12+wake-affine-idle-revert"))
         .await
-        .unwrap();
+        .unwrap()
+        .kernel;
     assert_ne!(
         base.release, patched.release,
         "two recipes built to the same release"
@@ -74,9 +75,10 @@ async fn base_and_patched_kernels_boot_side_by_side_with_their_identities() {
 async fn sched_feature_variant_is_in_effect_in_the_guest() {
     let lab = common::lab().await;
     let variant = Variant::kernel("v6.12").with_sched_feature("NO_RUN_TO_PARITY");
-    assert_eq!(variant.name, "v6.12@NO_RUN_TO_PARITY");
-    let (kernel, settings) = lab.variant_kernel(&variant).await.unwrap();
-    let mut opts = BootOptions::named("kernels-sched-feature").kernel(kernel);
+    assert_eq!(variant.name, "v6.12@feature=NO_RUN_TO_PARITY");
+    let ready = lab.prepare(&variant).await.unwrap();
+    let settings = ready.settings;
+    let mut opts = BootOptions::named("kernels-sched-feature").kernel(ready.kernel);
     opts.cmdline = settings.cmdline.clone();
     let vm = lab.boot(opts).await.unwrap();
     let before = vm.sh("cat /sys/kernel/debug/sched/features").await.unwrap();
@@ -84,9 +86,7 @@ async fn sched_feature_variant_is_in_effect_in_the_guest() {
         before.split_whitespace().any(|f| f == "RUN_TO_PARITY"),
         "{before}"
     );
-    lab::host::apply_boot_settings(&vm, &settings)
-        .await
-        .unwrap();
+    lab::kernel::apply_settings(&vm, &settings).await.unwrap();
     let after = vm.sh("cat /sys/kernel/debug/sched/features").await.unwrap();
     assert!(
         after.split_whitespace().any(|f| f == "NO_RUN_TO_PARITY"),

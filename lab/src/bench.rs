@@ -21,7 +21,7 @@ fn summary(samples: &[Duration]) -> (f64, f64, f64) {
 /// hand-written QEMU command line with the same kernel, initramfs and topology that only waits
 /// for the agent's ready line on the serial console. Runs alternate (A B A B ...) so drift in
 /// the host's load hits both sides alike.
-pub async fn boot(runs: usize, topology: &str) -> Result<()> {
+pub async fn boot(runs: usize, topology: &str) -> Result<BootBench> {
     if runs == 0 {
         bail!("--runs must be at least 1");
     }
@@ -39,38 +39,59 @@ pub async fn boot(runs: usize, topology: &str) -> Result<()> {
         drop(vm);
 
         raw_times.push(raw_boot(&lab, &spec).await?);
-        eprintln!(
+        crate::progress::step(format!(
             "run {}/{runs}: lab {:.2}s, hand-written {:.2}s",
             run + 1,
             lab_times[run].as_secs_f64(),
             raw_times[run].as_secs_f64()
-        );
+        ));
     }
-    let (lmin, lmed, lmax) = summary(&lab_times);
-    let (rmin, rmed, rmax) = summary(&raw_times);
-    println!(
-        "boot to first command, {topology}, {} ({runs} runs each, interleaved)",
-        lab.accel.name()
-    );
-    println!("{:<22} {:>8} {:>8} {:>8}", "", "min", "median", "max");
-    println!("{:<22} {lmin:>8.2} {lmed:>8.2} {lmax:>8.2}", "lab");
-    println!(
-        "{:<22} {rmin:>8.2} {rmed:>8.2} {rmax:>8.2}",
-        "hand-written QEMU"
-    );
-    println!(
-        "ratio lab / hand-written (median): {:.3}  (overhead {:+.1}%)",
-        lmed / rmed,
-        (lmed / rmed - 1.0) * 100.0
-    );
-    Ok(())
+    Ok(BootBench {
+        topology: topology.to_string(),
+        accel: lab.accel.name().to_string(),
+        lab: lab_times,
+        hand_written: raw_times,
+    })
 }
 
+/// The timings of [`boot`], alternating runs of each side.
+#[derive(Debug, Clone)]
+pub struct BootBench {
+    pub topology: String,
+    pub accel: String,
+    pub lab: Vec<Duration>,
+    pub hand_written: Vec<Duration>,
+}
+
+impl BootBench {
+    /// The table the CLI prints: min/median/max per side and the ratio of medians.
+    pub fn render(&self) -> String {
+        let (topology, runs) = (&self.topology, self.lab.len());
+        let (lmin, lmed, lmax) = summary(&self.lab);
+        let (rmin, rmed, rmax) = summary(&self.hand_written);
+        let mut out = format!(
+            "boot to first command, {topology}, {} ({runs} runs each, interleaved)\n",
+            self.accel
+        );
+        out += &format!("{:<22} {:>8} {:>8} {:>8}\n", "", "min", "median", "max");
+        out += &format!("{:<22} {lmin:>8.2} {lmed:>8.2} {lmax:>8.2}\n", "lab");
+        out += &format!(
+            "{:<22} {rmin:>8.2} {rmed:>8.2} {rmax:>8.2}\n",
+            "hand-written QEMU"
+        );
+        out += &format!(
+            "ratio lab / hand-written (median): {:.3}  (overhead {:+.1}%)\n",
+            lmed / rmed,
+            (lmed / rmed - 1.0) * 100.0
+        );
+        out
+    }
+}
 /// One boot with a minimal hand-written command line; returns the time to the agent's ready
 /// line on the console.
 async fn raw_boot(lab: &Lab, spec: &crate::vm::VmSpec) -> Result<Duration> {
     let mut cmdline = crate::vm::base_cmdline();
-    cmdline.extend(spec.kernel.cmdline.iter().cloned());
+    cmdline.extend(spec.cmdline.iter().cloned());
     let mut cmd = lab.qemu.command();
     cmd.args(["-nodefaults", "-no-user-config", "-machine", "q35"])
         .args(spec.accel.qemu_args())
@@ -95,7 +116,7 @@ async fn raw_boot(lab: &Lab, spec: &crate::vm::VmSpec) -> Result<Duration> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let start = Instant::now();
-    let mut child = crate::vm::process::spawn_async_in_group(cmd)?;
+    let mut child = crate::process::spawn_async_in_group(cmd)?;
     let stdout = child.child.stdout.take().context("no stdout")?;
     let mut lines = BufReader::new(stdout).lines();
     let wait = async {

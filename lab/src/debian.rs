@@ -543,8 +543,7 @@ pub fn resolve_bundle(
                      series {series}. Results record this. Run `lab lock update` to pin it.",
                     pkg.name, pkg.version, replacement
                 );
-                tracing::warn!("{warning}");
-                eprintln!("warning: {warning}");
+                crate::progress::warn(warning);
                 substitutions.push(Substitution {
                     package: pkg.name.clone(),
                     locked: pkg.version.clone(),

@@ -293,6 +293,16 @@ impl Drop for Inner {
     }
 }
 
+/// Runs shell scripts in a booted guest: the seam through which devices bind and kernel
+/// settings are applied without knowing the VM type. `sh` fails unless the script exits 0 and
+/// returns its stdout.
+// Static dispatch only (no `dyn Shell`), so `async fn` in the trait is fine; callers are
+// single-threaded or hold the future locally.
+#[allow(async_fn_in_trait)]
+pub trait Shell {
+    async fn sh(&self, script: &str) -> anyhow::Result<String>;
+}
+
 /// A connection to a guest agent. Cheap to clone; all clones share the connection and any
 /// number of calls may run at once.
 #[derive(Clone)]

@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 use crate::cache::Cache;
 use crate::devices::DeviceSpec;
 use crate::image::{build_image, GuestImage, ImageRecipe};
+use crate::kernel::{BootKernel, ReadyKernel};
 use crate::toolchain::{choose_accel, Accel, AccelProbe, Qemu};
 use crate::topology::Topology;
-use crate::vm::{BootKernel, Vm, VmSpec};
+use crate::vm::{Vm, VmSpec};
 
 /// The topology tests and `lab run` use unless told otherwise.
 pub const DEFAULT_TOPOLOGY: &str = "ci-2node-4llc";
@@ -90,7 +91,7 @@ impl Lab {
     pub fn from_env() -> Result<Lab> {
         let cache = Cache::from_env()?;
         let qemu = Qemu::locate(&cache).context("locating QEMU")?;
-        let default_kernel = default_kernel(&cache).context("preparing the default kernel")?;
+        let default_kernel = crate::kernel::default_kernel(&cache)?;
         let (accel, accel_probe) = choose_accel(&cache, &qemu, &default_kernel.bzimage)?;
         tracing::info!(
             qemu = %qemu.version,
@@ -141,11 +142,8 @@ impl Lab {
     pub async fn spec(&self, opts: BootOptions) -> Result<VmSpec> {
         let topology = Topology::by_name(opts.topology.as_deref().unwrap_or(DEFAULT_TOPOLOGY))?;
         let kernel = opts.kernel.unwrap_or_else(|| self.default_kernel.clone());
-        let lab = self.clone();
         let image_name = opts.image.unwrap_or_else(|| DEFAULT_IMAGE.to_string());
-        let kernel_for_image = kernel.clone();
-        let image = tokio::task::spawn_blocking(move || lab.image(&image_name, &kernel_for_image))
-            .await??;
+        let image = self.image_for(&image_name, &kernel).await?;
         let log_dir = opts
             .log_dir
             .unwrap_or_else(|| results_root().join(sanitize(&opts.name)));
@@ -169,6 +167,22 @@ impl Lab {
         let spec = self.spec(opts).await?;
         Vm::boot(&self.qemu, spec).await
     }
+}
+
+/// Checks a name that becomes a directory under `results/` (a comparison's name).
+pub fn check_name(what: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c));
+    if !ok {
+        anyhow::bail!(
+            "{what} {name:?}: use 1-100 characters from [A-Za-z0-9._+-], not starting with '.'"
+        );
+    }
+    Ok(())
 }
 
 /// File-name-safe form of a run or VM name.
@@ -197,6 +211,19 @@ pub struct HostManifest {
 }
 
 impl Lab {
+    /// The host, QEMU and accelerator parts of a result manifest.
+    pub fn manifest(&self) -> crate::report::Manifest {
+        crate::report::Manifest {
+            host: serde_json::json!({
+                "cpu": crate::toolchain::host_cpu_model(),
+                "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            }),
+            qemu: serde_json::to_value(self.host_manifest()).unwrap_or_default(),
+            accelerator: serde_json::json!({"name": self.accel.name(), "reason": self.accel_probe.reason}),
+            ..crate::report::Manifest::default()
+        }
+    }
+
     pub fn host_manifest(&self) -> HostManifest {
         HostManifest {
             qemu_version: self.qemu.version.clone(),
@@ -213,70 +240,22 @@ impl Lab {
 }
 
 impl Lab {
-    /// The kernel and boot settings of a variant; builds the kernel (once, cached) if needed.
-    pub async fn variant_kernel(
-        &self,
-        variant: &crate::kernel::Variant,
-    ) -> Result<(BootKernel, crate::kernel::BootSettings)> {
+    /// Finds or builds a variant's kernel and merges its boot settings, off the executor (a
+    /// cold build takes minutes). See [`crate::kernel::prepare`].
+    pub async fn prepare(&self, variant: &crate::variant::Variant) -> Result<ReadyKernel> {
         let cache = self.cache.clone();
         let variant = variant.clone();
         tokio::task::spawn_blocking(move || {
-            let opts = crate::kernel::BuildOptions::default();
-            let recipe = crate::kernel::load_recipe(&opts.dirs, &variant.kernel)?;
-            let settings = variant.effective(&recipe)?;
-            let built = crate::kernel::build(&cache, &variant.kernel, &opts)
-                .with_context(|| format!("building kernel {}", variant.kernel))?;
-            Ok((boot_kernel(&built), settings))
+            variant.prepare(&cache, &crate::kernel::BuildOptions::default())
         })
         .await?
     }
-}
 
-/// The lab's default kernel: the `v6.12` recipe, built on first use (`LAB_DEFAULT_KERNEL=debian`
-/// boots Debian's prebuilt 6.12 instead, which lacks ptdma and dmatest).
-pub fn default_kernel(cache: &Cache) -> Result<BootKernel> {
-    match std::env::var("LAB_DEFAULT_KERNEL").as_deref() {
-        Ok("debian") => crate::image::debian_kernel(cache),
-        Ok(recipe) => Ok(boot_kernel(&crate::kernel::build(
-            cache,
-            recipe,
-            &crate::kernel::BuildOptions::default(),
-        )?)),
-        Err(_) => Ok(boot_kernel(&crate::kernel::build(
-            cache,
-            crate::kernel::DEFAULT_RECIPE,
-            &crate::kernel::BuildOptions::default(),
-        )?)),
+    /// The guest image `recipe` for `kernel`, off the executor.
+    pub async fn image_for(&self, recipe: &str, kernel: &BootKernel) -> Result<GuestImage> {
+        let lab = self.clone();
+        let recipe = recipe.to_string();
+        let kernel = kernel.clone();
+        tokio::task::spawn_blocking(move || lab.image(&recipe, &kernel)).await?
     }
-}
-
-/// What a VM needs of a built kernel.
-pub fn boot_kernel(built: &crate::kernel::BuiltKernel) -> BootKernel {
-    BootKernel {
-        name: built.manifest.recipe.clone(),
-        release: built.manifest.release.clone(),
-        bzimage: built.bzimage(),
-        modules: Some(built.modules_dir()),
-        cmdline: vec![],
-        identity: format!(
-            "recipe {} key {}",
-            built.manifest.recipe, built.manifest.key
-        ),
-    }
-}
-
-/// Applies a variant's scheduler features and sysctls in a booted guest and reads them back.
-pub async fn apply_boot_settings(vm: &Vm, settings: &crate::kernel::BootSettings) -> Result<()> {
-    if settings.sched_features.is_empty() && settings.sysctls.is_empty() {
-        return Ok(());
-    }
-    vm.sh(&crate::kernel::apply_script(settings)?)
-        .await
-        .context("applying the variant's scheduler features and sysctls")?;
-    if !settings.sched_features.is_empty() {
-        let text = vm.sh("cat /sys/kernel/debug/sched/features").await?;
-        crate::kernel::features_in_effect(&settings.sched_features, &text)
-            .with_context(|| format!("in guest {}", vm.name))?;
-    }
-    Ok(())
 }

@@ -1,6 +1,6 @@
 //! Guest images: an initramfs assembled from pinned Debian packages (busybox-static and what the
 //! workloads need), the lab's guest agent as `/init`, and the kernel's modules; content-addressed
-//! in the cache. Also the prebuilt Debian kernel the lab boots until a recipe kernel is chosen.
+//! in the cache.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{hash_parts, Cache};
 use crate::debian::{self, Archive};
-use crate::vm::BootKernel;
+use crate::kernel::BootKernel;
 
 /// A guest image recipe (`images/guest/*.toml`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -354,79 +354,6 @@ fn pad(out: &mut impl Write, len: usize) -> Result<()> {
     let fill = (4 - len % 4) % 4;
     out.write_all(&[0u8; 3][..fill])?;
     Ok(())
-}
-
-/// The prebuilt Debian 6.12 kernel (trixie's `linux-image-amd64` target), unpacked into the
-/// cache. It has `ioatdma` but neither `ptdma` nor `dmatest`; recipe kernels have all three.
-pub fn debian_kernel(cache: &Cache) -> Result<BootKernel> {
-    let archive = Archive::open(cache)?;
-    let bundle = debian::resolve_bundle(
-        &archive,
-        &debian::LockFile::default_path(),
-        "kernel-debian-6.12",
-        &["linux-image-amd64"],
-        Some("trixie"),
-        Some("linux-image-6."),
-    )?;
-    let image = bundle
-        .packages
-        .first()
-        .context("linux-image-amd64 resolved to no kernel image")?
-        .clone();
-    let key = hash_parts(&[("deb", image.sha256.as_bytes())])[..16].to_string();
-    let entry = cache.get_or_build("debian-kernels", &key, |dir| {
-        eprintln!(
-            "lab: unpacking Debian kernel {} {}",
-            image.name, image.version
-        );
-        debian::unpack_bundle(&archive, &bundle, dir)?;
-        // The package leaves modules.dep to its postinst; depmod reads <base>/lib/modules.
-        if !dir.join("lib").exists() {
-            std::os::unix::fs::symlink("usr/lib", dir.join("lib"))?;
-        }
-        let release = fs::read_dir(dir.join("usr/lib/modules"))?
-            .flatten()
-            .next()
-            .context("the Debian kernel package has no modules")?
-            .file_name();
-        let status = std::process::Command::new("depmod")
-            .arg("-b")
-            .arg(dir)
-            .arg(&release)
-            .status()
-            .context("running depmod (install kmod)")?;
-        if !status.success() {
-            bail!("depmod failed for the Debian kernel");
-        }
-        Ok(())
-    })?;
-    let boot = entry.join("boot");
-    let vmlinuz = fs::read_dir(&boot)?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
-        })
-        .context("the Debian kernel package has no vmlinuz")?;
-    let release = vmlinuz
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .trim_start_matches("vmlinuz-")
-        .to_string();
-    let modules = ["usr/lib/modules", "lib/modules"]
-        .iter()
-        .map(|d| entry.join(d).join(&release))
-        .find(|p| p.is_dir());
-    Ok(BootKernel {
-        name: format!("debian-{}", image.version),
-        release,
-        bzimage: vmlinuz,
-        modules,
-        cmdline: vec![],
-        identity: format!("{}={} sha256:{}", image.name, image.version, image.sha256),
-    })
 }
 
 #[cfg(test)]

@@ -4,19 +4,24 @@
 //!
 //! - [`recipe`]: the recipe format and its validation (errors name the file and field).
 //! - [`build`](mod@build): cold and incremental builds, the cache entry layout, `list`, `gc`.
-//! - [`variant`]: a kernel plus command-line arguments, scheduler features and sysctls.
+//! - [`boot`]: the kernel a VM boots ([`BootKernel`]), resolved from a recipe or `debian`, and
+//!   its boot-time settings applied in the guest.
 //!
 //! A recipe with `base = "v6.12"` and one more patch is built from the base's cached object tree:
 //! only what the patch and the release suffix touch is recompiled.
 
+pub mod boot;
 pub mod build;
 pub mod config;
 pub mod patch;
 pub mod recipe;
 pub mod source;
 pub mod tools;
-pub mod variant;
 
+pub use boot::{
+    apply_script, apply_settings, default_kernel, features_in_effect, prepare, resolve, BootKernel,
+    ReadyKernel, DEBIAN,
+};
 pub use build::{
     build, build_recipe, cache_key, current_keys, gc, gc_unused, list, list_table, local_version,
     toolchain_id, BuildOptions, BuiltKernel, CachedKernel, GcOptions, GcReport, Manifest, KIND,
@@ -25,7 +30,6 @@ pub use config::ConfigMismatch;
 pub use patch::PatchError;
 pub use recipe::{load as load_recipe, recipe_names, BootSettings, Recipe, RecipeDirs, Source};
 pub use source::ResolvedSource;
-pub use variant::{apply_script, features_in_effect, prepare, ReadyVariant, Variant};
 
 /// The lab's default kernel recipe.
 pub const DEFAULT_RECIPE: &str = "v6.12";

@@ -1,23 +1,29 @@
 //! `lab`: a reproducible QEMU/KVM test lab for Linux scheduler, IRQ and NUMA behaviour.
 //!
-//! The pipeline, one module per noun (see `ARCHITECTURE.md` in the design folder):
+//! The pipeline, one module per noun (see `docs/ARCHITECTURE.md`):
 //! topology + kernel + image + devices -> vm (QEMU + QMP) -> guest (agent) -> workload
-//! -> observe -> stats -> report. Each step hands a plain value to the next.
+//! -> observe -> stats -> report. Each step hands a plain value to the next. `experiment` runs
+//! that pipeline for any [`experiment::Scenario`] over a list of [`variant::Variant`]s; the
+//! shipped scenarios are in `scenarios`.
 
 pub mod bench;
 pub mod cache;
 pub mod debian;
 pub mod devices;
+pub mod experiment;
 pub mod guest;
 pub mod host;
 pub mod image;
 pub mod kernel;
 pub mod observe;
+pub mod process;
+pub mod progress;
 pub mod report;
-pub mod scenario;
+pub mod scenarios;
 pub mod stats;
 pub mod toolchain;
 pub mod topology;
+pub mod variant;
 pub mod vm;
 pub mod workload;
 

@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use lab::guest::GuestCommand;
 use lab::topology::Topology;
@@ -42,7 +41,7 @@ enum Cmd {
     Run {
         #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
         topology: String,
-        /// Kernel recipe name (images/kernels/NAME.toml) or `debian` for the prebuilt Debian kernel.
+        /// Kernel recipe name (images/kernels/NAME.toml) or `debian` for Debian's prebuilt kernel.
         #[arg(long)]
         kernel: Option<String>,
         /// Extra kernel command-line argument (repeatable).
@@ -59,20 +58,32 @@ enum Cmd {
         #[command(subcommand)]
         command: BenchCmd,
     },
-    /// Seed S1 side by side: v6.12 vs v6.12+wake-affine-idle-revert, dmatest thread placement
-    /// with its DMA completion interrupt pinned elsewhere; prints an LKP-style table.
+    /// The shipped scenarios with their default variants, parameters and metrics.
+    Scenarios,
+    /// Run a scenario's variants side by side (interleaved boots, one boot per sample) and print
+    /// an LKP-style table. Without arguments: seed S1, v6.12 vs the wake_affine_idle revert.
     Compare {
-        /// Where the interrupt goes relative to the thread's start LLC.
-        #[arg(long, value_enum, default_value = "cross-llc")]
-        placement: Placement,
-        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
-        topology: String,
-        /// Boots per kernel (one boot is one sample).
-        #[arg(long, default_value_t = 5)]
-        repetitions: usize,
-        /// The two kernel recipes, base first.
-        #[arg(long, num_args = 2, default_values = ["v6.12", "v6.12+wake-affine-idle-revert"])]
-        kernels: Vec<String>,
+        /// A shipped scenario (`lab scenarios`).
+        #[arg(default_value = "dma-wakeup")]
+        scenario: String,
+        /// A column, base first; two or more replace the scenario's defaults. Written
+        /// `[NAME=]KERNEL[@feature=F][@cmdline=ARG][@sysctl=KEY=VALUE][@set=PARAM=VALUE]...`,
+        /// e.g. `v6.12@feature=NO_RUN_TO_PARITY`.
+        #[arg(long = "variant", value_name = "VARIANT")]
+        variants: Vec<lab::variant::Variant>,
+        /// A scenario parameter for every variant, e.g. `placement=remote-node`,
+        /// `engine=ptdma`, `dmatest.polled=true` (a variant's own `@set=` wins).
+        #[arg(long = "set", value_name = "PARAM=VALUE", value_parser = parse_set)]
+        set: Vec<(String, String)>,
+        /// Boots per variant (one boot is one sample).
+        #[arg(long)]
+        repetitions: Option<usize>,
+        /// Topology (default: the scenario's).
+        #[arg(long)]
+        topology: Option<String>,
+        /// The comparison's name: results go to results/NAME/ (default: the scenario's name).
+        #[arg(long)]
+        name: Option<String>,
     },
     /// Print the stored comparison tables under results/.
     Report,
@@ -107,11 +118,12 @@ enum BenchCmd {
     },
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum Placement {
-    CrossLlc,
-    SameLlc,
-    RemoteNode,
+/// `PARAM=VALUE` of `--set`.
+fn parse_set(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{text:?}: write PARAM=VALUE")),
+    }
 }
 
 #[derive(Subcommand)]
@@ -149,6 +161,7 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    lab::progress::install_for_stderr();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     match runtime.block_on(run(cli)) {
         Ok(code) => std::process::exit(code),
@@ -159,20 +172,9 @@ fn main() {
     }
 }
 
-/// A spinner for work that takes more than a moment.
-fn spinner(message: &str) -> ProgressBar {
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} {msg} ({elapsed})").unwrap());
-    bar.set_message(message.to_string());
-    bar.enable_steady_tick(Duration::from_millis(120));
-    bar
-}
-
 async fn lab_ready() -> Result<Lab> {
-    let bar = spinner("preparing QEMU, kernel and accelerator");
-    let lab = Lab::from_env_async().await;
-    bar.finish_and_clear();
-    lab
+    let _task = lab::progress::Task::start("preparing QEMU, kernel and accelerator", None);
+    Lab::from_env_async().await
 }
 
 async fn run(cli: Cli) -> Result<i32> {
@@ -182,16 +184,11 @@ async fn run(cli: Cli) -> Result<i32> {
             let started = Instant::now();
             let lab = lab_ready().await?;
             for name in kernels {
-                let (kernel, _) = lab
-                    .variant_kernel(&lab::kernel::Variant::kernel(&name))
+                let ready = lab.prepare(&lab::variant::Variant::kernel(&name)).await?;
+                let image = lab
+                    .image_for(lab::host::DEFAULT_IMAGE, &ready.kernel)
                     .await?;
-                let image = tokio::task::spawn_blocking({
-                    let lab = lab.clone();
-                    let kernel = kernel.clone();
-                    move || lab.image(lab::host::DEFAULT_IMAGE, &kernel)
-                })
-                .await??;
-                println!("{name}: {} (image {})", kernel.release, image.hash);
+                println!("{name}: {} (image {})", ready.kernel.release, image.hash);
             }
             println!(
                 "prepared in {:.0?} ({})",
@@ -224,11 +221,16 @@ async fn run(cli: Cli) -> Result<i32> {
             let mut opts = BootOptions::named("lab-run").topology(&topology);
             opts.cmdline = cmdline;
             if let Some(name) = kernel {
-                opts.kernel = Some(resolve_kernel(&lab, &name).await?);
+                let ready = lab.prepare(&lab::variant::Variant::kernel(&name)).await?;
+                opts.cmdline.extend(ready.settings.cmdline.iter().cloned());
+                opts.kernel = Some(ready.kernel);
             }
-            let bar = spinner(&format!("booting {topology} ({})", lab.accel.name()));
+            let task = lab::progress::Task::start(
+                format!("booting {topology} ({})", lab.accel.name()),
+                None,
+            );
             let vm = lab.boot(opts).await;
-            bar.finish_and_clear();
+            drop(task);
             let vm = vm?;
             eprintln!(
                 "lab: {} booted in {:.1?} ({}, kernel {})",
@@ -248,44 +250,58 @@ async fn run(cli: Cli) -> Result<i32> {
             Ok(code)
         }
         Cmd::Bench { command } => match command {
-            BenchCmd::Boot { runs, topology } => lab::bench::boot(runs, &topology).await.map(|_| 0),
+            BenchCmd::Boot { runs, topology } => {
+                print!("{}", lab::bench::boot(runs, &topology).await?.render());
+                Ok(0)
+            }
         },
+        Cmd::Scenarios => {
+            for l in lab::scenarios::list()? {
+                println!("{}  {}", l.name, l.description);
+                println!("  topology   {}", l.topology);
+                let variants: Vec<String> = l.variants.iter().map(|v| v.to_string()).collect();
+                println!("  variants   {}", variants.join("  "));
+                println!("  parameters {}", l.params);
+                let metrics: Vec<&str> = l.metrics.iter().map(|m| m.name.as_str()).collect();
+                println!("  metrics    {}", metrics.join(", "));
+            }
+            Ok(0)
+        }
         Cmd::Compare {
-            placement,
-            topology,
+            scenario,
+            variants,
+            set,
             repetitions,
-            kernels,
+            topology,
+            name,
         } => {
-            let placement = match placement {
-                Placement::CrossLlc => lab::scenario::IrqPlacement::CrossLlc,
-                Placement::SameLlc => lab::scenario::IrqPlacement::SameLlc,
-                Placement::RemoteNode => lab::scenario::IrqPlacement::RemoteNode,
+            if variants.len() == 1 {
+                anyhow::bail!(
+                    "one --variant given: a comparison needs two or more (base first), or none for the scenario's defaults"
+                );
+            }
+            let request = lab::scenarios::Request {
+                scenario,
+                variants,
+                repetitions,
+                topology,
+                set: set.into_iter().collect(),
+                name,
+                results_root: None,
             };
-            let mut scenario = lab::scenario::DmaWakeup::seed(placement)
-                .topology(&topology)
-                .repetitions(repetitions);
-            scenario.variants = kernels
-                .iter()
-                .map(|k| lab::kernel::Variant::kernel(k))
-                .collect();
+            // Unknown scenarios and bad parameters fail before QEMU or a kernel is prepared.
+            lab::scenarios::describe(&request.scenario)?;
             let lab = lab_ready().await?;
+            let outcome = lab::scenarios::compare(&lab, &request).await?;
+            print!("{}", outcome.comparison().table());
             eprintln!(
-                "lab: {} on {topology} ({}), {} boots per kernel, interleaved",
-                scenario.name,
-                lab.accel.name(),
-                repetitions
-            );
-            let outcome = scenario.run(&lab).await?;
-            print!("{}", outcome.comparison.table());
-            let table = lab::scenario::write_table(&outcome)?;
-            eprintln!(
-                "lab: record {} and table {}",
+                "lab: record {}\nlab: table {}",
                 outcome.record_path.display(),
-                table.display()
+                outcome.table_path.display()
             );
             if !lab.on_kvm() {
                 eprintln!(
-                    "lab: throughput (iops) is not meaningful under {}; placement is",
+                    "lab: throughput metrics are not meaningful under {}; placement and counters are",
                     lab.accel.name()
                 );
             }
@@ -295,10 +311,16 @@ async fn run(cli: Cli) -> Result<i32> {
             let root = lab::host::results_root();
             let mut found = 0;
             for entry in walk_json(&root) {
-                if let Ok(record) = lab::report::RunRecord::read_json(&entry) {
-                    println!("== {}", entry.display());
-                    print!("{}", record.comparison.table());
-                    found += 1;
+                match lab::report::RunRecord::read_json(&entry) {
+                    Ok(record) => {
+                        println!("== {}", entry.display());
+                        if let Some(failure) = &record.failure {
+                            println!("(stopped early: {failure})");
+                        }
+                        print!("{}", record.comparison().table());
+                        found += 1;
+                    }
+                    Err(e) => eprintln!("lab: skipping {}: {e:#}", entry.display()),
                 }
             }
             if found == 0 {
@@ -377,16 +399,6 @@ fn walk_json(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
-}
-
-async fn resolve_kernel(lab: &Lab, name: &str) -> Result<lab::vm::BootKernel> {
-    if name == "debian" {
-        return lab::image::debian_kernel(&lab.cache);
-    }
-    let (kernel, _settings) = lab
-        .variant_kernel(&lab::kernel::Variant::kernel(name))
-        .await?;
-    Ok(kernel)
 }
 
 async fn doctor() -> Result<i32> {

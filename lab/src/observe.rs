@@ -12,12 +12,13 @@ use crate::vm::Vm;
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 
-/// A tracefs session following one task (by command-name prefix) and, optionally, the
-/// interrupts whose handler names start with `irq_name`.
+/// A tracefs session following one task (by command-name prefix) and, optionally, one
+/// interrupt (by handler-name prefix or IRQ number).
 #[derive(Debug, Clone)]
 pub struct TaskTrace {
     pub task_prefix: String,
     pub irq_name: Option<String>,
+    pub irq_number: Option<u32>,
     /// Per-CPU ring size; the seed run produces a few thousand events.
     pub buffer_kb: u32,
 }
@@ -27,12 +28,19 @@ impl TaskTrace {
         TaskTrace {
             task_prefix: task_prefix.to_string(),
             irq_name: None,
+            irq_number: None,
             buffer_kb: 4096,
         }
     }
 
     pub fn with_irq(mut self, handler_prefix: &str) -> TaskTrace {
         self.irq_name = Some(handler_prefix.to_string());
+        self
+    }
+
+    /// Follows the interrupt with this number (its handler's name varies by driver).
+    pub fn with_irq_number(mut self, irq: u32) -> TaskTrace {
+        self.irq_number = Some(irq);
         self
     }
 
@@ -48,6 +56,8 @@ impl TaskTrace {
         ];
         if let Some(irq) = &self.irq_name {
             events.push(("irq/irq_handler_entry", format!("name ~ \"{irq}*\"")));
+        } else if let Some(irq) = self.irq_number {
+            events.push(("irq/irq_handler_entry", format!("irq == {irq}")));
         }
         events
     }

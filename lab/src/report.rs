@@ -101,6 +101,22 @@ pub enum ReportError {
         variant: String,
         value: f64,
     },
+    #[error(
+        "comparison {comparison:?}: a run record starts from a definition without samples \
+         ({samples} given); samples enter only through its boots"
+    )]
+    DefinitionHasSamples { comparison: String, samples: usize },
+    #[error(
+        "comparison {comparison:?}, metric {metric:?}, variant {variant:?}: the stored table holds \
+         {table} samples but the boots give {boots}; the record is inconsistent"
+    )]
+    RecordMismatch {
+        comparison: String,
+        metric: String,
+        variant: String,
+        table: usize,
+        boots: usize,
+    },
     #[error("comparison {comparison:?}: boot of {variant:?} gives metric {metric:?} twice")]
     DuplicateBootSample {
         comparison: String,
@@ -526,32 +542,90 @@ pub struct BootRecord {
     pub variant: String,
     /// Metric -> this boot's value.
     pub samples: BTreeMap<String, f64>,
-    /// Anything else worth keeping: observation details, path of the raw trace.
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub extra: Value,
+    /// What the scenario kept besides its metrics: observation details, artefact paths.
+    #[serde(default, alias = "extra", skip_serializing_if = "Value::is_null")]
+    pub details: Value,
 }
 
-/// A stored run: manifest, comparison, and the boots in the order they ran.
+/// A stored run: manifest, comparison, and the boots in the order they ran. The record is the
+/// one owner of samples: they enter only through [`RunRecord::record_boot`], and a stored
+/// record whose table disagrees with its boots is refused when read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RunRecordData")]
 pub struct RunRecord {
     pub schema_version: u32,
     pub manifest: Manifest,
-    pub comparison: Comparison,
+    comparison: Comparison,
+    boots: Vec<BootRecord>,
+    /// Why the run stopped early, if it did (the boots before it are kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// The unchecked JSON shape of a [`RunRecord`].
+#[derive(Deserialize)]
+struct RunRecordData {
+    schema_version: u32,
     #[serde(default)]
-    pub boots: Vec<BootRecord>,
+    manifest: Manifest,
+    comparison: Comparison,
+    #[serde(default)]
+    boots: Vec<BootRecord>,
+    #[serde(default)]
+    failure: Option<String>,
+}
+
+impl TryFrom<RunRecordData> for RunRecord {
+    type Error = ReportError;
+
+    fn try_from(data: RunRecordData) -> Result<Self, ReportError> {
+        let record = RunRecord {
+            schema_version: data.schema_version,
+            manifest: data.manifest,
+            comparison: data.comparison,
+            boots: data.boots,
+            failure: data.failure,
+        };
+        record.check_consistent()?;
+        Ok(record)
+    }
 }
 
 impl RunRecord {
-    pub const SCHEMA_VERSION: u32 = 1;
+    pub const SCHEMA_VERSION: u32 = 2;
 
-    /// A record of `comparison` (usually still without samples; see [`RunRecord::record_boot`]).
-    pub fn new(comparison: Comparison, manifest: Manifest) -> RunRecord {
-        RunRecord {
+    /// A record of `definition`: variants and metrics, no samples yet (those come from
+    /// [`RunRecord::record_boot`]).
+    pub fn new(definition: Comparison, manifest: Manifest) -> Result<RunRecord, ReportError> {
+        let samples: usize = definition
+            .metrics
+            .iter()
+            .flat_map(|m| m.samples.values())
+            .map(Vec::len)
+            .sum();
+        if samples > 0 {
+            return Err(ReportError::DefinitionHasSamples {
+                comparison: definition.name,
+                samples,
+            });
+        }
+        Ok(RunRecord {
             schema_version: Self::SCHEMA_VERSION,
             manifest,
-            comparison,
+            comparison: definition,
             boots: Vec::new(),
-        }
+            failure: None,
+        })
+    }
+
+    /// The comparison of every boot recorded so far: what tables, reports and assertions read.
+    pub fn comparison(&self) -> &Comparison {
+        &self.comparison
+    }
+
+    /// The boots in the order they ran.
+    pub fn boots(&self) -> &[BootRecord] {
+        &self.boots
     }
 
     /// Adds one boot of `variant`: its metric values go into the comparison and the raw boot
@@ -560,7 +634,7 @@ impl RunRecord {
         &mut self,
         variant: &str,
         samples: impl IntoIterator<Item = (K, f64)>,
-        extra: Value,
+        details: Value,
     ) -> Result<(), ReportError> {
         let c = &self.comparison;
         c.check_variant(variant)?;
@@ -591,8 +665,33 @@ impl RunRecord {
             sequence: self.boots.len(),
             variant: variant.to_string(),
             samples: values,
-            extra,
+            details,
         });
+        Ok(())
+    }
+
+    /// The table's samples are exactly the boots' samples, in boot order.
+    fn check_consistent(&self) -> Result<(), ReportError> {
+        for m in &self.comparison.metrics {
+            for variant in &self.comparison.variants {
+                let from_boots: Vec<f64> = self
+                    .boots
+                    .iter()
+                    .filter(|b| &b.variant == variant)
+                    .filter_map(|b| b.samples.get(&m.name).copied())
+                    .collect();
+                let table = m.samples.get(variant).map(Vec::as_slice).unwrap_or(&[]);
+                if table != from_boots.as_slice() {
+                    return Err(ReportError::RecordMismatch {
+                        comparison: self.comparison.name.clone(),
+                        metric: m.name.clone(),
+                        variant: variant.clone(),
+                        table: table.len(),
+                        boots: from_boots.len(),
+                    });
+                }
+            }
+        }
         Ok(())
     }
 
@@ -600,6 +699,15 @@ impl RunRecord {
     /// [`Comparison::write_json`]: store one or the other per directory).
     pub fn write_json(&self, dir: &Path) -> anyhow::Result<PathBuf> {
         write_json_atomic(dir, &self.comparison.name, self)
+    }
+
+    /// Writes `path` atomically.
+    pub fn write_json_to(&self, path: &Path) -> anyhow::Result<()> {
+        let dir = path.parent().context("record path has no directory")?;
+        let name = path.file_stem().context("record path has no file name")?;
+        let written = write_json_atomic(dir, &name.to_string_lossy(), self)?;
+        debug_assert_eq!(written, path);
+        Ok(())
     }
 
     pub fn read_json(path: &Path) -> anyhow::Result<RunRecord> {
@@ -1028,6 +1136,46 @@ mod tests {
         c
     }
 
+    /// The flow the S1 scenario used before the experiment runner: samples added to the
+    /// comparison per boot, then the record built from that comparison and every boot recorded
+    /// again, so the stored record held each sample twice. Now a record starts empty, and a
+    /// stored record whose table disagrees with its boots is refused.
+    #[test]
+    fn record_holds_exactly_one_sample_per_boot() {
+        let definition = || {
+            let mut c = Comparison::new("c", ["a", "b"]).unwrap();
+            c.add_metric("m", "", Direction::Neutral, 0.0).unwrap();
+            c
+        };
+        let boots = [("a", 1.0), ("b", 2.0), ("b", 3.0), ("a", 4.0)];
+        let mut filled = definition();
+        for (variant, value) in boots {
+            filled.add_sample("m", variant, value).unwrap();
+        }
+        assert!(RunRecord::new(filled, Manifest::default()).is_err());
+        let mut record = RunRecord::new(definition(), Manifest::default()).unwrap();
+        for (variant, value) in boots {
+            record
+                .record_boot(variant, [("m", value)], Value::Null)
+                .unwrap();
+        }
+        let text = serde_json::to_string(&record).unwrap();
+        let stored: RunRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(stored.comparison().samples("m", "a").unwrap(), &[1.0, 4.0]);
+        assert_eq!(stored.comparison().samples("m", "b").unwrap(), &[2.0, 3.0]);
+        // A record written by the old flow (each sample twice in the table) is refused on read.
+        let mut doubled: Value = serde_json::from_str(&text).unwrap();
+        let samples = &mut doubled["comparison"]["metrics"][0]["samples"]["a"];
+        *samples = json!([1.0, 4.0, 1.0, 4.0]);
+        let err = serde_json::from_value::<RunRecord>(doubled)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("holds 4 samples but the boots give 2"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn table_golden() {
         let table = seed_like().table();
@@ -1131,7 +1279,7 @@ p: that test's p-value; [..]: 95% Welch-t interval of the %change; n: boots per 
             kernel: json!({BASE: "sha256:aa", REVERT: "sha256:bb"}),
             ..Manifest::default()
         };
-        let mut run = RunRecord::new(fresh, manifest);
+        let mut run = RunRecord::new(fresh, manifest).unwrap();
         run.record_boot(BASE, [("share_on_irq_cpu", 4.5)], Value::Null)
             .unwrap();
         run.record_boot(
@@ -1308,14 +1456,24 @@ p: that test's p-value; [..]: 95% Welch-t interval of the %change; n: boots per 
         let lonely = Comparison::new("lonely", ["only"]).unwrap();
         assert!(lonely.table().contains("(no metrics)"));
 
-        let mut run = RunRecord::new(c, Manifest::default());
+        let run = RunRecord::new(c.clone(), Manifest::default());
+        assert!(
+            matches!(run, Err(ReportError::DefinitionHasSamples { .. })),
+            "{run:?}"
+        );
+        let mut definition = Comparison::new(c.name(), c.variants().to_vec()).unwrap();
+        for m in c.metrics() {
+            definition
+                .add_metric(&m.name, &m.unit, m.direction, m.noise_floor)
+                .unwrap();
+        }
+        let mut run = RunRecord::new(definition, Manifest::default()).unwrap();
         let err = run
             .record_boot(BASE, [("flat", 1.0), ("zero", f64::NAN)], Value::Null)
             .unwrap_err();
         assert!(matches!(err, ReportError::NonFiniteSample { .. }));
-        assert_eq!(
-            run.comparison.samples("flat", BASE).unwrap().len(),
-            3,
+        assert!(
+            run.comparison().samples("flat", BASE).unwrap().is_empty(),
             "partial add"
         );
         assert!(run.boots.is_empty());

@@ -126,10 +126,10 @@ impl Qemu {
         )?;
         let key = bundle_key(&resolved);
         let entry = cache.get_or_build("qemu", &key, |dir| {
-            eprintln!(
-                "lab: provisioning QEMU from {} Debian packages",
+            crate::progress::step(format!(
+                "provisioning QEMU from {} Debian packages",
                 resolved.packages.len()
-            );
+            ));
             debian::unpack_bundle(&archive, &resolved, &dir.join("root"))
         })?;
         let root = entry.join("root");
@@ -365,7 +365,7 @@ pub fn probe_kvm(qemu: &Qemu, kernel: &Path) -> Result<AccelProbe> {
     }
     let dir = tempfile::tempdir()?;
     let log = dir.path().join("serial.log");
-    let mut child = crate::vm::process::spawn_in_group(
+    let mut child = crate::process::spawn_in_group(
         qemu.command()
             .args([
                 "-nodefaults",

@@ -9,6 +9,7 @@ use std::process::Command;
 
 use lab::cache::{sha256_file, Cache};
 use lab::kernel::{self, BuildOptions, RecipeDirs};
+use lab::variant::Variant;
 
 /// The fake kernel's Makefile. `olddefconfig` keeps the last assignment of each symbol, honours
 /// `# CONFIG_X is not set`, and drops CONFIG_DROPPED (as Kconfig drops an option with unmet
@@ -404,31 +405,30 @@ fn a_variant_adds_boot_settings_to_its_kernel_without_a_rebuild() {
         return;
     }
     let f = Fixture::new();
-    let plain = kernel::prepare(&f.cache, &kernel::Variant::kernel("base+good"), &f.opts).unwrap();
-    let v = kernel::Variant::kernel("base+good")
+    let plain = Variant::kernel("base+good")
+        .prepare(&f.cache, &f.opts)
+        .unwrap();
+    let v = Variant::kernel("base+good")
         .with_sched_feature("NO_DELAY_DEQUEUE")
         .with_sysctl("kernel.sched_autogroup_enabled", "0");
     assert_eq!(
         v.name,
-        "base+good@NO_DELAY_DEQUEUE@kernel.sched_autogroup_enabled=0"
+        "base+good@feature=NO_DELAY_DEQUEUE@sysctl=kernel.sched_autogroup_enabled=0"
     );
-    let ready = kernel::prepare(&f.cache, &v, &f.opts).unwrap();
+    let ready = v.prepare(&f.cache, &f.opts).unwrap();
     // Same kernel build: boot settings are not part of the key.
-    assert_eq!(ready.kernel.dir, plain.kernel.dir);
+    assert_eq!(ready.kernel.bzimage, plain.kernel.bzimage);
     assert_eq!(f.compiles(), 2);
-    assert_eq!(ready.cmdline(), "nokaslr");
+    assert_eq!(ready.settings.cmdline, ["nokaslr"]);
     assert_eq!(
         ready.settings.sched_features,
         ["NO_RUN_TO_PARITY", "NO_DELAY_DEQUEUE"]
     );
-    let script = ready.guest_script().unwrap();
+    let script = kernel::apply_script(&ready.settings).unwrap();
     assert!(script.contains("echo NO_DELAY_DEQUEUE > /sys/kernel/debug/sched/features"));
     assert!(script.contains("echo '0' > /proc/sys/kernel/sched_autogroup_enabled"));
-    let wrong = kernel::Variant::kernel("no-such-kernel");
-    let err = format!(
-        "{:#}",
-        kernel::prepare(&f.cache, &wrong, &f.opts).unwrap_err()
-    );
+    let wrong = Variant::kernel("no-such-kernel");
+    let err = format!("{:#}", wrong.prepare(&f.cache, &f.opts).unwrap_err());
     assert!(err.contains("no-such-kernel"), "{err}");
 }
 

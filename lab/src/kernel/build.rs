@@ -48,7 +48,7 @@ pub struct BuildOptions {
     pub jobs: usize,
     /// Run make under `nice -n` this (`LAB_KERNEL_NICE`, default 10; the host is shared).
     pub nice: Option<i32>,
-    /// Show a progress bar on stderr (only drawn on a terminal).
+    /// Report compile progress through [`crate::progress`].
     pub progress: bool,
     /// Keep `tree/` (source + objects) in the entry so variants build incrementally.
     pub keep_tree: bool,
@@ -521,7 +521,7 @@ impl Builder<'_, '_> {
             .spawn()
             .context("running make (install make, gcc, flex, bison, bc, libelf-dev, libssl-dev)")?;
         drop(cmd);
-        let bar = self.progress_bar(label);
+        let task = self.progress_task(label);
         let mut steps = 0u64;
         let mut tail: std::collections::VecDeque<String> = Default::default();
         for line in BufReader::new(reader).lines() {
@@ -529,9 +529,8 @@ impl Builder<'_, '_> {
             writeln!(self.log, "{line}")?;
             if line.starts_with("  ") {
                 steps += 1;
-                if let Some(bar) = &bar {
-                    bar.set_position(steps);
-                    bar.set_message(line.trim().to_string());
+                if let Some(task) = &task {
+                    task.set(steps, line.trim());
                 }
             }
             tail.push_back(line);
@@ -540,9 +539,7 @@ impl Builder<'_, '_> {
             }
         }
         let status = child.wait()?;
-        if let Some(bar) = bar {
-            bar.finish_and_clear();
-        }
+        drop(task);
         if !status.success() {
             let tail: Vec<String> = tail.into_iter().collect();
             bail!(
@@ -555,28 +552,15 @@ impl Builder<'_, '_> {
         Ok(steps)
     }
 
-    fn progress_bar(&self, label: &str) -> Option<indicatif::ProgressBar> {
+    /// A progress task for the compile step (the other make calls are short).
+    fn progress_task(&self, label: &str) -> Option<crate::progress::Task> {
         if !self.opts.progress || label != "building" {
             return None;
         }
-        let expected = expected_steps(self.cache);
-        let bar = match expected {
-            Some(n) => indicatif::ProgressBar::new(n).with_style(
-                indicatif::ProgressStyle::with_template(
-                    "{prefix} [{elapsed_precise}] {bar:30} {pos}/~{len} (eta {eta}) {wide_msg}",
-                )
-                .ok()?,
-            ),
-            None => indicatif::ProgressBar::new_spinner().with_style(
-                indicatif::ProgressStyle::with_template(
-                    "{prefix} {spinner} [{elapsed_precise}] {pos} steps {wide_msg}",
-                )
-                .ok()?,
-            ),
-        };
-        bar.set_prefix(format!("kernel {}", self.recipe.name));
-        bar.enable_steady_tick(std::time::Duration::from_millis(250));
-        Some(bar)
+        Some(crate::progress::Task::start(
+            format!("kernel {}", self.recipe.name),
+            expected_steps(self.cache),
+        ))
     }
 
     /// modules_install into `modules/`, bzImage and .config next to it.

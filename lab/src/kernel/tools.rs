@@ -67,7 +67,10 @@ pub fn ensure_build_tools() -> Result<()> {
             missing.join(" ")
         );
     }
-    eprintln!("lab: installing kernel build tools: {}", missing.join(" "));
+    crate::progress::step(format!(
+        "installing kernel build tools: {}",
+        missing.join(" ")
+    ));
     let install = |update: bool| -> Result<bool> {
         if update {
             Command::new("apt-get")

@@ -5,7 +5,6 @@
 //! early QEMU exit or the boot timeout become errors that quote the console's last lines, and the
 //! QEMU process group is killed whenever the `Vm` is dropped.
 
-pub mod process;
 pub mod serial;
 
 use std::path::{Path, PathBuf};
@@ -14,31 +13,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use qapi::futures::{QapiService, QmpStreamTokio};
-use serde::{Deserialize, Serialize};
 use tokio::net::{UnixListener, UnixStream};
 
 use crate::devices::{DeviceSpec, RunningDevice};
-use crate::guest::{Guest, GuestCommand, GuestOutput, Hello};
+use crate::guest::{Guest, GuestCommand, GuestOutput, Hello, Shell};
+use crate::kernel::BootKernel;
+use crate::process::{self, AsyncGroupChild};
 use crate::toolchain::{Accel, Qemu};
 use crate::topology::Topology;
-use process::AsyncGroupChild;
 use serial::{Console, ConsoleState};
-
-/// The kernel a VM boots.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BootKernel {
-    /// The variant name results use (`v6.12`, `debian-6.12.117`, ...).
-    pub name: String,
-    /// `uname -r` of the image.
-    pub release: String,
-    pub bzimage: PathBuf,
-    /// `lib/modules/<release>` of this kernel, copied into the guest image.
-    pub modules: Option<PathBuf>,
-    /// Extra command-line arguments this kernel always wants.
-    pub cmdline: Vec<String>,
-    /// Identity for manifests (package + version + sha256, or recipe hash).
-    pub identity: String,
-}
 
 /// Everything needed to start one guest.
 #[derive(Debug, Clone)]
@@ -141,7 +124,6 @@ pub fn qemu_args(spec: &VmSpec, dir: &Path) -> Vec<String> {
     args.extend(spec.accel.qemu_args());
     args.extend(spec.topology.qemu_args().args);
     let mut cmdline = base_cmdline();
-    cmdline.extend(spec.kernel.cmdline.iter().cloned());
     cmdline.extend(spec.cmdline.iter().cloned());
     args.extend([
         "-kernel".into(),
@@ -183,11 +165,14 @@ impl Vm {
         let mut devices = Vec::new();
         let mut device_args = Vec::new();
         for (index, device) in spec.devices.iter().enumerate() {
+            device.validate(index, spec.topology.nr_cpus())?;
+        }
+        for (index, device) in spec.devices.iter().enumerate() {
             let running = device
                 .start(index, dir.path(), &spec.log_dir)
                 .await
                 .with_context(|| format!("starting device {index} of {}", spec.name))?;
-            device_args.extend(running.qemu_args());
+            device_args.extend(running.qemu_args.iter().cloned());
             devices.push(running);
         }
 
@@ -373,6 +358,12 @@ async fn pin_vcpus(
 async fn copy_stderr(mut stderr: tokio::process::ChildStderr, path: PathBuf) {
     if let Ok(mut file) = tokio::fs::File::create(&path).await {
         let _ = tokio::io::copy(&mut stderr, &mut file).await;
+    }
+}
+
+impl Shell for Vm {
+    async fn sh(&self, script: &str) -> Result<String> {
+        Vm::sh(self, script).await
     }
 }
 

@@ -1,6 +1,8 @@
-//! Child processes that never outlive the lab: each QEMU and device model runs in its own
-//! process group, is killed (the whole group) when its handle drops, and gets SIGKILL from the
-//! kernel if the lab process dies first (`PR_SET_PDEATHSIG`).
+//! Child processes that never outlive the lab: QEMU, the device models, the KVM probe and the
+//! benchmark's hand-written QEMU each run in their own process group, which is killed when the
+//! handle drops, and get SIGKILL from the kernel if the lab process dies first
+//! (`PR_SET_PDEATHSIG`). Its own module because the VM, the devices, the toolchain probe and
+//! the benchmarks all start children this way.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};

@@ -1,0 +1,208 @@
+//! Devices given to a guest, all through one shape: a [`DeviceSpec`] says what the device is
+//! ([`DeviceKind`]) and which CPUs each of its interrupt vectors should be pinned to in the
+//! guest. Starting a spec gives a [`RunningDevice`]: whatever host side it needs (a `lab-dma`
+//! process for the lab's own engines, a sparse backing file for an NVMe namespace, nothing for a
+//! NIC) and the QEMU arguments that attach it at a fixed PCI slot. After boot,
+//! [`bind_and_pin`] waits for each device's guest driver, lists its MSI-X vectors and pins
+//! them; vectors the kernel manages are reported as such.
+//!
+//! - [`lab_dma`]: the emulated Intel I/OAT and AMD PTDMA engines (vfio-user).
+//! - [`builtin`]: QEMU's own devices (`nvme`, `virtio-net-pci`).
+//! - [`guest`]: the guest side (binding, vectors, pinning).
+
+pub mod builtin;
+pub mod guest;
+pub mod lab_dma;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::process::AsyncGroupChild;
+pub use builtin::Nvme;
+pub use guest::{bind_and_pin, BoundDevice, Vector};
+pub use lab_dma::Engine;
+
+/// What a device is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeviceKind {
+    /// One of the lab's emulated DMA engines, a `lab-dma` process served over vfio-user.
+    LabDma(Engine),
+    /// QEMU's emulated NVMe controller.
+    Nvme(Nvme),
+    /// QEMU's virtio-net-pci on a hub port with no host side: a NIC for its driver and vectors.
+    Nic,
+}
+
+/// A device for a VM, with optional guest IRQ pinning: `irq_cpus[i]` is the CPU list MSI-X
+/// vector `i` of the device is pinned to in the guest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceSpec {
+    pub kind: DeviceKind,
+    #[serde(default)]
+    pub irq_cpus: Vec<Option<Vec<u32>>>,
+}
+
+impl DeviceSpec {
+    pub fn new(kind: DeviceKind) -> DeviceSpec {
+        DeviceSpec {
+            kind,
+            irq_cpus: vec![],
+        }
+    }
+
+    /// An emulated Intel I/OAT engine with 1 to 4 channels.
+    pub fn ioat(channels: u8) -> DeviceSpec {
+        DeviceSpec::new(DeviceKind::LabDma(Engine::Ioat { channels }))
+    }
+
+    /// An emulated AMD PTDMA engine (one queue).
+    pub fn ptdma() -> DeviceSpec {
+        DeviceSpec::new(DeviceKind::LabDma(Engine::Ptdma))
+    }
+
+    /// QEMU's NVMe controller with `io_queues` I/O queue pairs and one namespace of `bytes`.
+    pub fn nvme(io_queues: u16, bytes: u64) -> DeviceSpec {
+        DeviceSpec::new(DeviceKind::Nvme(Nvme {
+            io_queues,
+            namespaces: vec![bytes],
+        }))
+    }
+
+    pub fn nic() -> DeviceSpec {
+        DeviceSpec::new(DeviceKind::Nic)
+    }
+
+    /// Pins vector `vector` of the device to `cpus` in the guest.
+    pub fn irq_on_cpus(mut self, vector: usize, cpus: &[u32]) -> DeviceSpec {
+        if self.irq_cpus.len() <= vector {
+            self.irq_cpus.resize(vector + 1, None);
+        }
+        self.irq_cpus[vector] = Some(cpus.to_vec());
+        self
+    }
+
+    /// The guest driver that binds the PCI function.
+    pub fn pci_driver(&self) -> &'static str {
+        match &self.kind {
+            DeviceKind::LabDma(engine) => engine.driver(),
+            DeviceKind::Nvme(_) => "nvme",
+            // virtio-net binds to the virtio device the PCI transport creates.
+            DeviceKind::Nic => "virtio-pci",
+        }
+    }
+
+    /// The module to load before waiting for the driver (None: built into the lab's kernels).
+    pub fn module(&self) -> Option<&'static str> {
+        match &self.kind {
+            DeviceKind::LabDma(engine) => Some(engine.driver()),
+            DeviceKind::Nvme(_) | DeviceKind::Nic => None,
+        }
+    }
+
+    /// A shell test (on `$dev`, the device's sysfs directory) that holds once the driver has
+    /// finished setting the device up, vectors included: nvme allocates its I/O vectors after
+    /// probe returns, before it scans namespaces.
+    pub fn ready_test(&self) -> &'static str {
+        match &self.kind {
+            DeviceKind::LabDma(_) => "ls -d $dev/dma/dma*chan* > /dev/null 2>&1",
+            DeviceKind::Nvme(_) => "ls -d $dev/nvme/nvme*/nvme*n* > /dev/null 2>&1",
+            DeviceKind::Nic => "ls -d $dev/virtio*/net/* > /dev/null 2>&1",
+        }
+    }
+
+    /// A short name for logs and results: `ioatdma`, `ptdma`, `nvme`, `nic`.
+    pub fn label(&self) -> &'static str {
+        match &self.kind {
+            DeviceKind::LabDma(engine) => engine.driver(),
+            DeviceKind::Nvme(_) => "nvme",
+            DeviceKind::Nic => "nic",
+        }
+    }
+
+    /// Checks the spec against the guest before anything starts: every pinned CPU exists.
+    pub fn validate(&self, index: usize, nr_cpus: u32) -> Result<()> {
+        for (vector, cpus) in self.irq_cpus.iter().enumerate() {
+            for cpu in cpus.iter().flatten() {
+                if *cpu >= nr_cpus {
+                    anyhow::bail!(
+                        "device {index} ({}): irq_cpus[{vector}] names CPU {cpu}, but the guest has CPUs 0-{}",
+                        self.label(),
+                        nr_cpus.saturating_sub(1)
+                    );
+                }
+            }
+        }
+        match &self.kind {
+            DeviceKind::LabDma(engine) => engine.validate(),
+            DeviceKind::Nvme(nvme) => nvme.validate(),
+            DeviceKind::Nic => Ok(()),
+        }
+        .with_context(|| format!("device {index} ({})", self.label()))
+    }
+
+    /// Starts the device's host side; `scratch` is the VM's private directory (sockets, backing
+    /// files; removed with the VM), `log_dir` where device logs are kept.
+    pub async fn start(
+        &self,
+        index: usize,
+        scratch: &Path,
+        log_dir: &Path,
+    ) -> Result<RunningDevice> {
+        let addr = format!("{:#x}", FIRST_SLOT + index);
+        let id = format!("dev{index}");
+        let mut running = RunningDevice {
+            spec: self.clone(),
+            index,
+            qemu_args: Vec::new(),
+            log: None,
+            files: Vec::new(),
+            process: None,
+        };
+        match &self.kind {
+            DeviceKind::LabDma(engine) => {
+                let (child, socket, log) = engine.start(index, scratch, log_dir).await?;
+                running.qemu_args = lab_dma::qemu_args(&id, &addr, &socket);
+                running.process = Some(child);
+                running.log = Some(log);
+            }
+            DeviceKind::Nvme(nvme) => {
+                let files = nvme.create_backing_files(index, scratch)?;
+                running.qemu_args = nvme.qemu_args(&id, &addr, &files);
+                running.files = files;
+            }
+            DeviceKind::Nic => running.qemu_args = builtin::nic_args(&id, &addr, index),
+        }
+        Ok(running)
+    }
+}
+
+/// A device attached to one VM; its host side (process, files) goes with the VM.
+#[derive(Debug)]
+pub struct RunningDevice {
+    pub spec: DeviceSpec,
+    pub index: usize,
+    /// The QEMU arguments that attach it.
+    pub qemu_args: Vec<String>,
+    /// The device model's log, if it has a process.
+    pub log: Option<PathBuf>,
+    /// Backing files in the VM's scratch dir.
+    pub files: Vec<PathBuf>,
+    process: Option<AsyncGroupChild>,
+}
+
+impl RunningDevice {
+    /// The guest's PCI address of this device (slots are assigned in device order).
+    pub fn pci_address(&self) -> String {
+        pci_address(self.index)
+    }
+}
+
+/// Devices sit at fixed slots from here on, so the guest can find device N without guessing.
+const FIRST_SLOT: usize = 0x10;
+
+pub fn pci_address(index: usize) -> String {
+    format!("0000:00:{:02x}.0", FIRST_SLOT + index)
+}

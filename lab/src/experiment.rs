@@ -1,0 +1,641 @@
+//! The experiment runner every scenario shares. A [`Scenario`] says only what is its own (name,
+//! typed parameters, metric definitions, the devices and command line a boot needs, and one
+//! `measure` step); the [`Experiment`] owns the loop:
+//!
+//! 1. check every variant, apply its parameter overrides and plan its boot (bad input fails
+//!    here, before anything is built or started);
+//! 2. build (or find) every variant's kernel and guest image;
+//! 3. boot in interleaved order (one boot = one sample): bind devices and pin their IRQs, apply
+//!    the variant's scheduler features and sysctls, measure, shut down;
+//! 4. record each boot in the run record, the one owner of samples, and write the record, its
+//!    table and each boot's artefacts into a directory of this run's own.
+//!
+//! Nothing here knows a scenario's devices, tasks or metrics.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::devices::{bind_and_pin, BoundDevice, DeviceSpec};
+use crate::kernel::ReadyKernel;
+use crate::report::{Comparison, Direction, Manifest, RunRecord};
+use crate::stats::interleaved_order;
+use crate::topology::Topology;
+use crate::variant::Variant;
+use crate::vm::Vm;
+use crate::{BootOptions, Lab};
+
+/// A metric a scenario reports for every boot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricDef {
+    pub name: String,
+    /// Shown after the name in the table ("%", "per 100 completions", "s").
+    pub unit: String,
+    pub direction: Direction,
+    /// Smallest |difference of means|, in `unit`, that counts as a change.
+    pub noise_floor: f64,
+}
+
+impl MetricDef {
+    pub fn new(name: &str, unit: &str, direction: Direction, noise_floor: f64) -> MetricDef {
+        MetricDef {
+            name: name.to_string(),
+            unit: unit.to_string(),
+            direction,
+            noise_floor,
+        }
+    }
+}
+
+/// What one boot of a variant needs beyond the variant's kernel.
+#[derive(Debug, Clone, Default)]
+pub struct BootPlan {
+    /// Devices, with the IRQ masks their vectors get in the guest.
+    pub devices: Vec<DeviceSpec>,
+    /// Kernel command-line arguments the scenario itself needs (the variant's come on top).
+    pub cmdline: Vec<String>,
+    /// Guest image recipe (default: the lab's default image).
+    pub image: Option<String>,
+    /// Boot time limit (default: the lab's, scaled to the topology).
+    pub boot_timeout: Option<Duration>,
+}
+
+/// A booted guest as `measure` sees it.
+pub struct Boot<'a> {
+    pub vm: &'a Vm,
+    pub topology: &'a Topology,
+    pub variant: &'a Variant,
+    /// The plan's devices, bound, in plan order.
+    pub devices: &'a [BoundDevice],
+    /// Position in the run's boot order, from 0.
+    pub sequence: usize,
+    /// This boot's artefact directory (serial and QEMU logs are there too).
+    pub dir: &'a Path,
+}
+
+impl Boot<'_> {
+    /// Keeps a raw artefact of this boot (a trace, a tool's output) and returns its path.
+    pub fn keep(&self, name: &str, contents: impl AsRef<[u8]>) -> Result<PathBuf> {
+        let path = self.dir.join(crate::host::sanitize(name));
+        std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))?;
+        Ok(path)
+    }
+}
+
+/// One boot's result: a value for every declared metric, and details worth keeping.
+#[derive(Debug, Clone, Default)]
+pub struct Measurement {
+    pub metrics: BTreeMap<String, f64>,
+    pub details: Value,
+}
+
+/// A regression as an experiment: only what is its own.
+// Static dispatch only: the runner is generic over the scenario and the CLI's registry matches
+// names to types, so `async fn` in the trait needs no boxing.
+#[allow(async_fn_in_trait)]
+pub trait Scenario {
+    /// Everything a user may set: serialised into the manifest, and the target of `set=`
+    /// overrides (fields by name, nested ones with dots).
+    type Params: Serialize + DeserializeOwned + Clone + std::fmt::Debug;
+
+    /// The scenario's name (`dma-wakeup`); the default comparison name.
+    fn name(&self) -> &str;
+    /// One line for `lab scenarios`.
+    fn description(&self) -> &str;
+    /// The parameters every variant starts from.
+    fn params(&self) -> &Self::Params;
+    /// The topology it runs on unless told otherwise.
+    fn topology(&self) -> &str {
+        crate::host::DEFAULT_TOPOLOGY
+    }
+    /// The comparison it makes unless told otherwise (base first).
+    fn default_variants(&self) -> Vec<Variant>;
+    fn metrics(&self) -> Vec<MetricDef>;
+    /// The boot a variant with these parameters needs on `topology`; checks the parameters.
+    fn plan(&self, params: &Self::Params, topology: &Topology) -> Result<BootPlan>;
+    /// Measures one booted guest.
+    async fn measure(&self, params: &Self::Params, boot: &Boot<'_>) -> Result<Measurement>;
+}
+
+/// A scenario run as a comparison of variants.
+pub struct Experiment<S: Scenario> {
+    pub scenario: S,
+    /// The comparison's name: results go to `results/<name>/`.
+    pub name: String,
+    /// Base first; at least two.
+    pub variants: Vec<Variant>,
+    pub repetitions: usize,
+    pub topology: String,
+    /// Parameter overrides for every variant (a variant's own `set=` wins).
+    pub overrides: BTreeMap<String, String>,
+    pub results_root: PathBuf,
+}
+
+/// A finished run.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The run's record: manifest, comparison and every boot. The one owner of samples.
+    pub record: RunRecord,
+    /// `<dir>/record.json`.
+    pub record_path: PathBuf,
+    /// `<dir>/table.txt`.
+    pub table_path: PathBuf,
+    /// This run's directory.
+    pub dir: PathBuf,
+}
+
+impl Outcome {
+    pub fn comparison(&self) -> &Comparison {
+        self.record.comparison()
+    }
+}
+
+/// A variant ready to boot.
+struct Arm {
+    variant: Variant,
+    params: Value,
+    plan: BootPlan,
+    kernel: ReadyKernel,
+    image: crate::image::GuestImage,
+}
+
+impl<S: Scenario> Experiment<S> {
+    /// The scenario's default comparison: its variants, 5 boots each, its topology.
+    pub fn new(scenario: S) -> Experiment<S> {
+        Experiment {
+            name: scenario.name().to_string(),
+            variants: scenario.default_variants(),
+            repetitions: 5,
+            topology: scenario.topology().to_string(),
+            overrides: BTreeMap::new(),
+            results_root: crate::host::results_root(),
+            scenario,
+        }
+    }
+
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = name.to_string();
+        self
+    }
+
+    pub fn variants(mut self, variants: impl IntoIterator<Item = Variant>) -> Self {
+        self.variants = variants.into_iter().collect();
+        self
+    }
+
+    pub fn repetitions(mut self, n: usize) -> Self {
+        self.repetitions = n;
+        self
+    }
+
+    pub fn topology(mut self, name: &str) -> Self {
+        self.topology = name.to_string();
+        self
+    }
+
+    /// Sets a scenario parameter for every variant (`placement`, `dmatest.polled`).
+    pub fn set(mut self, param: &str, value: &str) -> Self {
+        self.overrides.insert(param.to_string(), value.to_string());
+        self
+    }
+
+    pub fn results_root(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.results_root = dir.into();
+        self
+    }
+
+    /// The parameters `variant` runs with: the scenario's, then the experiment's overrides,
+    /// then the variant's own.
+    pub fn params_for(&self, variant: &Variant) -> Result<S::Params> {
+        let mut overrides = self.overrides.clone();
+        overrides.extend(variant.params.clone());
+        apply_overrides(self.scenario.params(), &overrides).with_context(|| {
+            format!(
+                "variant {}: scenario {}",
+                variant.name,
+                self.scenario.name()
+            )
+        })
+    }
+
+    fn check(&self) -> Result<()> {
+        crate::host::check_name("comparison name", &self.name)?;
+        if self.variants.len() < 2 {
+            bail!(
+                "{}: a comparison needs at least two variants (base first), got {}",
+                self.name,
+                self.variants.len()
+            );
+        }
+        if self.repetitions == 0 {
+            bail!("{}: repetitions must be at least 1", self.name);
+        }
+        for (i, v) in self.variants.iter().enumerate() {
+            v.validate()?;
+            if self.variants[..i].iter().any(|o| o.name == v.name) {
+                bail!("{}: variant {} is listed twice", self.name, v.name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs every variant `repetitions` times, interleaved, and returns the record.
+    pub async fn run(&self, lab: &Lab) -> Result<Outcome> {
+        self.check()?;
+        let topology = Topology::by_name(&self.topology)?;
+        let mut planned = Vec::new();
+        for variant in &self.variants {
+            let params = self.params_for(variant)?;
+            let plan = self
+                .scenario
+                .plan(&params, &topology)
+                .with_context(|| format!("variant {}", variant.name))?;
+            for (index, device) in plan.devices.iter().enumerate() {
+                device
+                    .validate(index, topology.nr_cpus())
+                    .with_context(|| format!("variant {}", variant.name))?;
+            }
+            planned.push((variant.clone(), params, plan));
+        }
+        // Kernels and images first, so boots are not interleaved with builds.
+        let mut arms = Vec::new();
+        for (variant, params, plan) in planned {
+            crate::progress::step(format!("{}: kernel for {}", self.name, variant.name));
+            let kernel = lab.prepare(&variant).await?;
+            let image_name = plan
+                .image
+                .clone()
+                .unwrap_or_else(|| crate::host::DEFAULT_IMAGE.to_string());
+            let image = lab.image_for(&image_name, &kernel.kernel).await?;
+            arms.push(Arm {
+                params: serde_json::to_value(&params)?,
+                variant,
+                plan,
+                kernel,
+                image,
+            });
+        }
+        let dir = run_dir(&self.results_root.join(crate::host::sanitize(&self.name)))?;
+        let mut record = RunRecord::new(self.definition()?, self.manifest(lab, &topology, &arms))?;
+        let record_path = dir.join("record.json");
+        let order = interleaved_order(arms.len(), self.repetitions);
+        let total = order.len();
+        for (sequence, index) in order.into_iter().enumerate() {
+            let arm = &arms[index];
+            crate::progress::step(format!(
+                "{}: boot {}/{total}: {}",
+                self.name,
+                sequence + 1,
+                arm.variant.name
+            ));
+            let boot_dir = dir.join("boots").join(format!(
+                "{sequence:02}-{}",
+                crate::host::sanitize(&arm.variant.name)
+            ));
+            let result = self
+                .one_boot(lab, &topology, arm, sequence, &boot_dir)
+                .await;
+            match result.and_then(|(m, details)| {
+                record
+                    .record_boot(&arm.variant.name, m, details)
+                    .map_err(anyhow::Error::from)
+            }) {
+                Ok(()) => {}
+                Err(e) => {
+                    let e = e.context(format!(
+                        "{}: boot {} of {total} ({}); its logs are in {}",
+                        self.name,
+                        sequence + 1,
+                        arm.variant.name,
+                        boot_dir.display()
+                    ));
+                    // Keep what ran: the boots before the failure and why it stopped.
+                    record.failure = Some(format!("{e:#}"));
+                    let kept = record.write_json_to(&record_path);
+                    return Err(match kept {
+                        Ok(()) => e.context(format!("partial record in {}", record_path.display())),
+                        Err(_) => e,
+                    });
+                }
+            }
+        }
+        record.write_json_to(&record_path)?;
+        let table_path = dir.join("table.txt");
+        std::fs::write(&table_path, record.comparison().table())
+            .with_context(|| format!("writing {}", table_path.display()))?;
+        Ok(Outcome {
+            record,
+            record_path,
+            table_path,
+            dir,
+        })
+    }
+
+    /// The comparison's variants and metrics, without samples.
+    fn definition(&self) -> Result<Comparison> {
+        let mut c = Comparison::new(
+            self.name.clone(),
+            self.variants.iter().map(|v| v.name.clone()),
+        )?;
+        for m in self.scenario.metrics() {
+            c.add_metric(&m.name, &m.unit, m.direction, m.noise_floor)?;
+        }
+        Ok(c)
+    }
+
+    fn manifest(&self, lab: &Lab, topology: &Topology, arms: &[Arm]) -> Manifest {
+        let mut manifest = lab.manifest();
+        manifest.topology = json!({
+            "name": topology.name(),
+            "mapping": topology.describe(),
+            "file": topology.source_text(),
+        });
+        manifest.kernel = arms
+            .iter()
+            .map(|a| {
+                json!({
+                    "variant": a.variant,
+                    "release": a.kernel.kernel.release,
+                    "identity": a.kernel.kernel.identity,
+                    "settings": a.kernel.settings,
+                })
+            })
+            .collect();
+        manifest.image = arms
+            .iter()
+            .map(|a| json!({"variant": a.variant.name, "recipe": a.image.recipe, "hash": a.image.hash}))
+            .collect();
+        manifest.parameters = json!({
+            "scenario": self.scenario.name(),
+            "repetitions": self.repetitions,
+            "order": "interleaved (Williams design)",
+            "variants": arms.iter().map(|a| json!({
+                "variant": a.variant.name,
+                "params": a.params,
+                "devices": a.plan.devices,
+                "cmdline": a.plan.cmdline,
+            })).collect::<Vec<_>>(),
+        });
+        manifest
+    }
+
+    async fn one_boot(
+        &self,
+        lab: &Lab,
+        topology: &Topology,
+        arm: &Arm,
+        sequence: usize,
+        dir: &Path,
+    ) -> Result<(BTreeMap<String, f64>, Value)> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut opts =
+            BootOptions::named(&format!("{}-{sequence:02}-{}", self.name, arm.variant.name))
+                .topology(&self.topology)
+                .kernel(arm.kernel.kernel.clone());
+        opts.image = Some(arm.image.recipe.clone());
+        opts.cmdline = arm.plan.cmdline.clone();
+        opts.cmdline
+            .extend(arm.kernel.settings.cmdline.iter().cloned());
+        opts.devices = arm.plan.devices.clone();
+        opts.boot_timeout = arm.plan.boot_timeout;
+        opts.log_dir = Some(dir.to_path_buf());
+        let vm = lab.boot(opts).await?;
+        // The VM is killed when dropped, also when a step below fails.
+        let measured = async {
+            let devices = bind_and_pin(&vm, vm.devices()).await?;
+            crate::kernel::apply_settings(&vm, &arm.kernel.settings)
+                .await
+                .with_context(|| format!("variant {}", arm.variant.name))?;
+            let params: S::Params = serde_json::from_value(arm.params.clone())?;
+            let boot = Boot {
+                vm: &vm,
+                topology,
+                variant: &arm.variant,
+                devices: &devices,
+                sequence,
+                dir,
+            };
+            let m = self.scenario.measure(&params, &boot).await?;
+            anyhow::Ok((m, devices))
+        }
+        .await;
+        let boot_seconds = vm.boot_time.as_secs_f64();
+        vm.shutdown().await?;
+        let (m, devices) = measured?;
+        let declared = self.scenario.metrics();
+        for d in &declared {
+            if !m.metrics.contains_key(&d.name) {
+                bail!(
+                    "scenario {} measured no value of its metric {:?}",
+                    self.scenario.name(),
+                    d.name
+                );
+            }
+        }
+        if let Some(extra) = m
+            .metrics
+            .keys()
+            .find(|k| !declared.iter().any(|d| &d.name == *k))
+        {
+            bail!(
+                "scenario {} measured {extra:?}, which it does not declare",
+                self.scenario.name()
+            );
+        }
+        let details = json!({
+            "boot_seconds": boot_seconds,
+            "dir": dir,
+            "devices": devices,
+            "scenario": m.details,
+        });
+        Ok((m.metrics, details))
+    }
+}
+
+/// Applies `name = value` overrides to serialised parameters and reads them back, so every
+/// name and value is checked against the parameter type. Dotted names reach into nested
+/// tables. A value is taken as JSON (`true`, `4`, `[1,2]`) when that fits the field, else as a
+/// string (`cross-llc`).
+pub fn apply_overrides<P: Serialize + DeserializeOwned>(
+    params: &P,
+    overrides: &BTreeMap<String, String>,
+) -> Result<P> {
+    let mut value = serde_json::to_value(params)?;
+    for (name, text) in overrides {
+        let candidates = serde_json::from_str::<Value>(text)
+            .ok()
+            .into_iter()
+            .chain([Value::String(text.clone())]);
+        let mut first_error = None;
+        let mut accepted = None;
+        for candidate in candidates {
+            let mut trial = value.clone();
+            set_path(&mut trial, name, candidate)?;
+            match serde_json::from_value::<P>(trial.clone()) {
+                Ok(_) => {
+                    accepted = Some(trial);
+                    break;
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match accepted {
+            Some(v) => value = v,
+            None => bail!(
+                "parameter {name} = {text:?}: {}",
+                first_error.map(|e| e.to_string()).unwrap_or_default()
+            ),
+        }
+    }
+    serde_json::from_value(value).context("reading the parameters back")
+}
+
+/// Replaces the value at dotted `name`; the name must exist.
+fn set_path(root: &mut Value, name: &str, new: Value) -> Result<()> {
+    let mut slot = root;
+    let mut path = String::new();
+    for part in name.split('.') {
+        let table = slot
+            .as_object_mut()
+            .with_context(|| format!("no parameter {name:?}: {path} is a value, not a table"))?;
+        let known: Vec<String> = table.keys().cloned().collect();
+        slot = table.get_mut(part).with_context(|| {
+            let of = if path.is_empty() {
+                String::new()
+            } else {
+                format!(" of {path}")
+            };
+            format!(
+                "no parameter {name:?} (parameters{of}: {})",
+                known.join(", ")
+            )
+        })?;
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(part);
+    }
+    *slot = new;
+    Ok(())
+}
+
+/// Creates `parent/<UTC time>-<unique>/`: a directory no other run shares.
+fn run_dir(parent: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let stamp = humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs))
+        .to_string()
+        .replace(':', "");
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{stamp}-"))
+        .rand_bytes(4)
+        .tempdir_in(parent)
+        .with_context(|| format!("creating a run directory in {}", parent.display()))?;
+    Ok(dir.keep())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    enum Placement {
+        CrossLlc,
+        SameLlc,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Inner {
+        polled: bool,
+        channel: String,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Params {
+        placement: Placement,
+        start_cpu: u32,
+        inner: Inner,
+    }
+
+    fn params() -> Params {
+        Params {
+            placement: Placement::CrossLlc,
+            start_cpu: 0,
+            inner: Inner {
+                polled: false,
+                channel: "dma0chan0".into(),
+            },
+        }
+    }
+
+    fn set(pairs: &[(&str, &str)]) -> Result<Params> {
+        let map = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        apply_overrides(&params(), &map)
+    }
+
+    #[test]
+    fn overrides_reach_typed_and_nested_fields() {
+        let p = set(&[
+            ("placement", "same-llc"),
+            ("start_cpu", "6"),
+            ("inner.polled", "true"),
+            // Looks like a number, is a string field: taken as the string.
+            ("inner.channel", "7"),
+        ])
+        .unwrap();
+        assert_eq!(p.placement, Placement::SameLlc);
+        assert_eq!(p.start_cpu, 6);
+        assert!(p.inner.polled);
+        assert_eq!(p.inner.channel, "7");
+        assert_eq!(set(&[]).unwrap(), params());
+    }
+
+    #[test]
+    fn bad_overrides_name_the_parameter() {
+        let err = |pairs: &[(&str, &str)]| format!("{:#}", set(pairs).unwrap_err());
+        let e = err(&[("placment", "same-llc")]);
+        assert!(
+            e.contains("no parameter \"placment\"") && e.contains("placement, start_cpu"),
+            "{e}"
+        );
+        let e = err(&[("inner.poled", "true")]);
+        assert!(e.contains("parameters of inner: channel, polled"), "{e}");
+        let e = err(&[("placement", "far-away")]);
+        assert!(
+            e.contains("placement = \"far-away\"") && e.contains("unknown variant"),
+            "{e}"
+        );
+        let e = err(&[("start_cpu", "-1")]);
+        assert!(e.contains("start_cpu"), "{e}");
+        let e = err(&[("start_cpu.x", "1")]);
+        assert!(e.contains("is a value, not a table"), "{e}");
+    }
+
+    #[test]
+    fn run_dirs_are_unique_and_named_by_time() {
+        let root = tempfile::tempdir().unwrap();
+        let a = run_dir(root.path()).unwrap();
+        let b = run_dir(root.path()).unwrap();
+        assert_ne!(a, b);
+        let name = a.file_name().unwrap().to_string_lossy().to_string();
+        assert!(
+            name.starts_with("20") && name.contains('T') && !name.contains(':'),
+            "{name}"
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! The kernel a VM boots: [`BootKernel`], and the one place that turns a name into one (a
+//! recipe, built on demand, or `debian` for Debian's prebuilt kernel) and applies a kernel's
+//! boot-time settings (scheduler features, sysctls) in a booted guest.
+
+use std::fs;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::build::{build_recipe, BuildOptions, BuiltKernel};
+use super::recipe::{load as load_recipe, BootSettings};
+use crate::cache::{hash_parts, Cache};
+use crate::debian::{self, Archive};
+use crate::guest::Shell;
+
+/// The name that boots Debian's prebuilt kernel instead of a recipe.
+pub const DEBIAN: &str = "debian";
+
+/// The kernel a VM boots.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BootKernel {
+    /// The recipe name (`v6.12`), or `debian-<version>`.
+    pub name: String,
+    /// `uname -r` of the image.
+    pub release: String,
+    pub bzimage: PathBuf,
+    /// `lib/modules/<release>` of this kernel, copied into the guest image.
+    pub modules: Option<PathBuf>,
+    /// Identity for manifests (package + version + sha256, or recipe and cache key).
+    pub identity: String,
+}
+
+impl BootKernel {
+    /// What a VM needs of a built recipe kernel.
+    pub fn from_build(built: &BuiltKernel) -> BootKernel {
+        BootKernel {
+            name: built.manifest.recipe.clone(),
+            release: built.manifest.release.clone(),
+            bzimage: built.bzimage(),
+            modules: Some(built.modules_dir()),
+            identity: format!(
+                "recipe {} key {}",
+                built.manifest.recipe, built.manifest.key
+            ),
+        }
+    }
+}
+
+/// A kernel ready to boot with the boot settings it brings (its recipe's `[boot]` table merged
+/// with the caller's extra settings).
+#[derive(Debug, Clone)]
+pub struct ReadyKernel {
+    pub kernel: BootKernel,
+    pub settings: BootSettings,
+}
+
+/// Finds or builds kernel `name` (a recipe, or [`DEBIAN`]) and merges `extra` onto its recipe's
+/// boot settings. Blocking: a cold build takes minutes.
+pub fn prepare(
+    cache: &Cache,
+    name: &str,
+    extra: &BootSettings,
+    opts: &BuildOptions,
+) -> Result<ReadyKernel> {
+    extra.validate(&format!("kernel {name}"))?;
+    if name == DEBIAN {
+        return Ok(ReadyKernel {
+            kernel: debian_kernel(cache)?,
+            settings: extra.clone(),
+        });
+    }
+    let recipe = load_recipe(&opts.dirs, name)?;
+    let built =
+        build_recipe(cache, &recipe, opts).with_context(|| format!("building kernel {name}"))?;
+    Ok(ReadyKernel {
+        kernel: BootKernel::from_build(&built),
+        settings: recipe.boot.merged(extra),
+    })
+}
+
+/// [`prepare`] with no extra settings and the default build options.
+pub fn resolve(cache: &Cache, name: &str) -> Result<BootKernel> {
+    Ok(prepare(
+        cache,
+        name,
+        &BootSettings::default(),
+        &BuildOptions::default(),
+    )?
+    .kernel)
+}
+
+/// The lab's default kernel: `LAB_DEFAULT_KERNEL` (a recipe name or `debian`), else the
+/// [`super::DEFAULT_RECIPE`] recipe, built on first use.
+pub fn default_kernel(cache: &Cache) -> Result<BootKernel> {
+    let name =
+        std::env::var("LAB_DEFAULT_KERNEL").unwrap_or_else(|_| super::DEFAULT_RECIPE.to_string());
+    resolve(cache, &name).with_context(|| format!("preparing the default kernel {name}"))
+}
+
+/// Applies `settings`' scheduler features and sysctls in a booted guest and reads both back
+/// (command-line arguments were given at boot).
+pub async fn apply_settings(guest: &impl Shell, settings: &BootSettings) -> Result<()> {
+    if settings.sched_features.is_empty() && settings.sysctls.is_empty() {
+        return Ok(());
+    }
+    guest
+        .sh(&apply_script(settings)?)
+        .await
+        .context("applying scheduler features and sysctls")?;
+    if !settings.sched_features.is_empty() {
+        let text = guest.sh("cat /sys/kernel/debug/sched/features").await?;
+        features_in_effect(&settings.sched_features, &text)?;
+    }
+    for (key, want) in &settings.sysctls {
+        let path = key.replace('.', "/");
+        let got = guest.sh(&format!("cat /proc/sys/{path}")).await?;
+        // Multi-value sysctls read back tab-separated.
+        let got: Vec<&str> = got.split_whitespace().collect();
+        let want_words: Vec<&str> = want.split_whitespace().collect();
+        if got != want_words {
+            bail!(
+                "sysctl {key} = {want:?} did not take: it reads {:?}",
+                got.join(" ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The guest-side shell commands that apply `settings` before the workload (scheduler features
+/// through debugfs, sysctls through /proc/sys). Values are validated, so they need no quoting.
+pub fn apply_script(settings: &BootSettings) -> Result<String> {
+    settings.validate("boot settings")?;
+    let mut script = String::new();
+    if !settings.sched_features.is_empty() {
+        script.push_str(
+            "mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug\n",
+        );
+        for f in &settings.sched_features {
+            script.push_str(&format!("echo {f} > /sys/kernel/debug/sched/features\n"));
+        }
+    }
+    for (k, v) in &settings.sysctls {
+        let path = k.replace('.', "/");
+        script.push_str(&format!("echo '{v}' > /proc/sys/{path}\n"));
+    }
+    Ok(script)
+}
+
+/// Whether every requested feature is in effect in the contents of
+/// `/sys/kernel/debug/sched/features` (`NO_X` means `X` is off).
+pub fn features_in_effect(requested: &[String], features_file: &str) -> Result<()> {
+    let current: Vec<&str> = features_file.split_whitespace().collect();
+    for f in requested {
+        if !current.contains(&f.as_str()) {
+            bail!(
+                "scheduler feature {f} is not in effect (features: {})",
+                current.join(" ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The prebuilt Debian 6.12 kernel (trixie's `linux-image-amd64` target), unpacked into the
+/// cache. It has `ioatdma` but neither `ptdma` nor `dmatest`; recipe kernels have all three.
+fn debian_kernel(cache: &Cache) -> Result<BootKernel> {
+    let archive = Archive::open(cache)?;
+    let bundle = debian::resolve_bundle(
+        &archive,
+        &debian::LockFile::default_path(),
+        "kernel-debian-6.12",
+        &["linux-image-amd64"],
+        Some("trixie"),
+        Some("linux-image-6."),
+    )?;
+    let image = bundle
+        .packages
+        .first()
+        .context("linux-image-amd64 resolved to no kernel image")?
+        .clone();
+    let key = hash_parts(&[("deb", image.sha256.as_bytes())])[..16].to_string();
+    let entry = cache.get_or_build("debian-kernels", &key, |dir| {
+        crate::progress::step(format!(
+            "unpacking Debian kernel {} {}",
+            image.name, image.version
+        ));
+        debian::unpack_bundle(&archive, &bundle, dir)?;
+        // The package leaves modules.dep to its postinst; depmod reads <base>/lib/modules.
+        if !dir.join("lib").exists() {
+            std::os::unix::fs::symlink("usr/lib", dir.join("lib"))?;
+        }
+        let release = fs::read_dir(dir.join("usr/lib/modules"))?
+            .flatten()
+            .next()
+            .context("the Debian kernel package has no modules")?
+            .file_name();
+        let status = std::process::Command::new("depmod")
+            .arg("-b")
+            .arg(dir)
+            .arg(&release)
+            .status()
+            .context("running depmod (install kmod)")?;
+        if !status.success() {
+            bail!("depmod failed for the Debian kernel");
+        }
+        Ok(())
+    })?;
+    let boot = entry.join("boot");
+    let vmlinuz = fs::read_dir(&boot)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
+        })
+        .context("the Debian kernel package has no vmlinuz")?;
+    let release = vmlinuz
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .trim_start_matches("vmlinuz-")
+        .to_string();
+    let modules = ["usr/lib/modules", "lib/modules"]
+        .iter()
+        .map(|d| entry.join(d).join(&release))
+        .find(|p| p.is_dir());
+    Ok(BootKernel {
+        name: format!("debian-{}", image.version),
+        release,
+        bzimage: vmlinuz,
+        modules,
+        identity: format!("{}={} sha256:{}", image.name, image.version, image.sha256),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn script_and_readback() {
+        let settings = BootSettings {
+            sched_features: vec!["NO_DELAY_DEQUEUE".into()],
+            ..BootSettings::default()
+        };
+        let s = apply_script(&settings).unwrap();
+        assert!(s.contains("echo NO_DELAY_DEQUEUE > /sys/kernel/debug/sched/features"));
+        assert!(features_in_effect(
+            &settings.sched_features,
+            "PLACE_LAG NO_DELAY_DEQUEUE RUN_TO_PARITY"
+        )
+        .is_ok());
+        let err = features_in_effect(&settings.sched_features, "DELAY_DEQUEUE").unwrap_err();
+        assert!(err.to_string().contains("NO_DELAY_DEQUEUE"));
+        let bad = BootSettings {
+            sched_features: vec!["X; rm -rf /".into()],
+            ..BootSettings::default()
+        };
+        assert!(apply_script(&bad).is_err());
+    }
+}

@@ -1,0 +1,455 @@
+//! Seed S1 (`docs/SCENARIOS.md`): a dmatest thread started in one LLC, its DMA engine's
+//! completion interrupt pinned to a CPU elsewhere. v6.12's `wake_affine_idle()` moves the woken
+//! thread to the interrupted CPU only when both share a cache; the proposed revert lets it
+//! follow the interrupt anywhere. Where does the scheduler put the thread?
+//!
+//! Per boot: bind the engine (its one completion vector pinned to the IRQ CPU), start dmatest's
+//! thread on the start CPU, trace its switch-ins, wakeups and migrations and the interrupt, and
+//! report where it ran relative to the interrupt.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::devices::DeviceSpec;
+use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
+use crate::guest::GuestCommand;
+use crate::observe::{parse_trace, Interrupts, TaskPlacement, TaskTrace};
+use crate::report::Direction;
+use crate::topology::Topology;
+use crate::variant::Variant;
+use crate::workload::{Dmatest, DmatestResult};
+
+/// Where the completion interrupt goes relative to the thread's start CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IrqPlacement {
+    /// Another LLC of the same node.
+    CrossLlc,
+    /// The thread's own LLC.
+    SameLlc,
+    /// Another NUMA node.
+    RemoteNode,
+}
+
+/// Which emulated engine completes the copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DmaEngine {
+    /// Intel I/OAT, one channel (the seed's Xeons).
+    Ioat,
+    /// AMD PTDMA (the seed's EPYC 7313).
+    Ptdma,
+}
+
+/// Everything a run of S1 can change (`lab compare dma-wakeup --set NAME=VALUE`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DmaWakeupParams {
+    pub engine: DmaEngine,
+    pub placement: IrqPlacement,
+    /// The CPU dmatest's thread starts its work on.
+    pub start_cpu: u32,
+    pub dmatest: Dmatest,
+}
+
+/// Seed S1 as a scenario.
+#[derive(Debug, Clone)]
+pub struct DmaWakeup {
+    params: DmaWakeupParams,
+}
+
+pub const BASE: &str = "v6.12";
+pub const REVERT: &str = "v6.12+wake-affine-idle-revert";
+
+impl DmaWakeup {
+    /// The seed run: emulated I/OAT, the interrupt in another LLC of the thread's node, the
+    /// thread started on CPU 0, the seed's dmatest parameters.
+    pub fn seed() -> DmaWakeup {
+        DmaWakeup {
+            params: DmaWakeupParams {
+                engine: DmaEngine::Ioat,
+                placement: IrqPlacement::CrossLlc,
+                start_cpu: 0,
+                dmatest: Dmatest::seed_parameters(),
+            },
+        }
+    }
+
+    pub fn placement(mut self, placement: IrqPlacement) -> Self {
+        self.params.placement = placement;
+        self
+    }
+
+    pub fn engine(mut self, engine: DmaEngine) -> Self {
+        self.params.engine = engine;
+        self
+    }
+
+    pub fn dmatest(mut self, dmatest: Dmatest) -> Self {
+        self.params.dmatest = dmatest;
+        self
+    }
+}
+
+impl DmaWakeupParams {
+    /// The interrupt's CPU: the first CPU of the next LLC in the start CPU's node (cross-LLC),
+    /// the start LLC's next CPU (same LLC), or the first CPU of the next node (remote node).
+    pub fn irq_cpu(&self, topology: &Topology) -> Result<u32> {
+        let start_llc = topology.llc_of(self.start_cpu).with_context(|| {
+            format!(
+                "start_cpu {} is not a CPU of {}",
+                self.start_cpu,
+                topology.name()
+            )
+        })?;
+        let start_node = topology
+            .node_of(self.start_cpu)
+            .context("start CPU has no node")?;
+        let cpu = match self.placement {
+            IrqPlacement::SameLlc => start_llc
+                .cpus
+                .iter()
+                .copied()
+                .find(|c| *c != self.start_cpu),
+            IrqPlacement::CrossLlc => topology
+                .llcs()
+                .iter()
+                .find(|l| l.node == start_node.id && l.id != start_llc.id)
+                .map(|l| l.cpus[0]),
+            IrqPlacement::RemoteNode => topology
+                .nodes()
+                .iter()
+                .find(|n| n.id != start_node.id)
+                .map(|n| n.cpus[0]),
+        };
+        cpu.with_context(|| {
+            format!(
+                "topology {} has no CPU for placement {:?} from CPU {}",
+                topology.name(),
+                self.placement,
+                self.start_cpu
+            )
+        })
+    }
+
+    /// The CPU the guest script's own shell runs on: the last CPU outside the start CPU's and
+    /// the interrupt's LLCs, so the script's polling does not disturb the CPUs being watched.
+    /// None when the topology has no such CPU (then the shell is left where the kernel puts it).
+    pub fn control_cpu(&self, topology: &Topology, irq_cpu: u32) -> Option<u32> {
+        let watched: Vec<u32> = [self.start_cpu, irq_cpu]
+            .iter()
+            .filter_map(|c| topology.llc_of(*c))
+            .flat_map(|l| l.cpus.iter().copied())
+            .collect();
+        (0..topology.nr_cpus()).rev().find(|c| !watched.contains(c))
+    }
+
+    /// The name prefix of dmatest's threads (`dma0chan0-copy0`).
+    fn thread_prefix(&self) -> String {
+        if self.dmatest.channel.is_empty() {
+            "dma".to_string()
+        } else {
+            format!("{}-copy", self.dmatest.channel)
+        }
+    }
+}
+
+impl Scenario for DmaWakeup {
+    type Params = DmaWakeupParams;
+
+    fn name(&self) -> &str {
+        "dma-wakeup"
+    }
+
+    fn description(&self) -> &str {
+        "S1: where a dmatest thread runs when its DMA engine's completion IRQ is pinned to another LLC or node"
+    }
+
+    fn params(&self) -> &DmaWakeupParams {
+        &self.params
+    }
+
+    fn default_variants(&self) -> Vec<Variant> {
+        vec![Variant::kernel(BASE), Variant::kernel(REVERT)]
+    }
+
+    fn metrics(&self) -> Vec<MetricDef> {
+        let pct = |name| MetricDef::new(name, "%", Direction::Neutral, 5.0);
+        vec![
+            pct("share_on_irq_cpu"),
+            pct("share_in_irq_llc"),
+            pct("share_in_start_llc"),
+            pct("share_on_irq_node"),
+            pct("max_cpu_share"),
+            MetricDef::new(
+                "cross_llc_migrations",
+                "per 100 completions",
+                Direction::LowerIsBetter,
+                2.0,
+            ),
+            // Who moved the thread: wakeup placement (what the S1 patch changes) or the load
+            // balancer's active balancing (the stopper moving it while it runs; under TCG the
+            // verify loop keeps the thread busy for ~20 ms per copy, and a CPU whose capacity is
+            // eaten by interrupt time sheds it).
+            MetricDef::new(
+                "balancer_migrations",
+                "per 100 completions",
+                Direction::Neutral,
+                2.0,
+            ),
+            pct("wakeups_on_irq_cpu"),
+            MetricDef::new("irq_on_pinned_cpu", "%", Direction::Neutral, 1.0),
+            MetricDef::new("iops", "iops", Direction::HigherIsBetter, 0.0),
+        ]
+    }
+
+    fn plan(&self, params: &DmaWakeupParams, topology: &Topology) -> Result<BootPlan> {
+        let irq_cpu = params.irq_cpu(topology)?;
+        let device = match params.engine {
+            DmaEngine::Ioat => DeviceSpec::ioat(1),
+            DmaEngine::Ptdma => DeviceSpec::ptdma(),
+        };
+        Ok(BootPlan {
+            devices: vec![device.irq_on_cpus(0, &[irq_cpu])],
+            ..BootPlan::default()
+        })
+    }
+
+    async fn measure(&self, params: &DmaWakeupParams, boot: &Boot<'_>) -> Result<Measurement> {
+        let (vm, topology) = (boot.vm, boot.topology);
+        let irq_cpu = params.irq_cpu(topology)?;
+        let control_cpu = params.control_cpu(topology, irq_cpu);
+        let irq = *boot
+            .devices
+            .first()
+            .and_then(|d| d.irqs.first())
+            .context("the DMA engine has no interrupt")?;
+        let prefix = params.thread_prefix();
+        let trace = TaskTrace::of(&prefix).with_irq_number(irq);
+        let dmatest = &params.dmatest;
+        vm.sh(&format!("modprobe dmatest {}", dmatest.module_args()))
+            .await
+            .context("loading dmatest")?;
+        trace.start(vm).await?;
+        let before = Interrupts::read(vm).await?;
+        let limit = Duration::from_secs(
+            120 + u64::from(dmatest.iterations) * u64::from(dmatest.timeout_ms) / 1000,
+        );
+        let run = vm
+            .exec(
+                &GuestCommand::shell(dmatest.script(Some(params.start_cpu), control_cpu))
+                    .timeout(limit),
+            )
+            .await?;
+        if !run.success() {
+            bail!(
+                "dmatest failed in {} ({}):\n{}{}",
+                vm.name,
+                run.status_text(),
+                run.stdout_str(),
+                run.stderr_str()
+            );
+        }
+        let after = Interrupts::read(vm).await?;
+        let raw_trace = trace.stop(vm).await?;
+        let trace_file = boot.keep("sched.trace", &raw_trace)?;
+        let result = DmatestResult::parse(&run.stdout_str())
+            .with_context(|| format!("dmatest in {}", vm.name))?;
+        let placement = TaskPlacement::from_events(&prefix, &parse_trace(&raw_trace), topology);
+        if placement.total_switch_ins() == 0 {
+            bail!(
+                "the trace of {} has no switch-in of {prefix}* (trace kept at {})",
+                vm.name,
+                trace_file.display()
+            );
+        }
+        // The lab checks its own set-up: a thread that did not start where the scenario says
+        // makes every share below meaningless.
+        if placement.started_on != Some(params.start_cpu) {
+            bail!(
+                "dmatest's thread started on CPU {:?} in {}, not on the scenario's start CPU {} \
+                 (trace kept at {})",
+                placement.started_on,
+                vm.name,
+                params.start_cpu,
+                trace_file.display()
+            );
+        }
+        let irq_delta = after.delta(&before, &irq.to_string());
+        let metrics = metrics(
+            &placement,
+            topology,
+            params.start_cpu,
+            irq_cpu,
+            &irq_delta,
+            &result,
+        );
+        Ok(Measurement {
+            metrics,
+            details: json!({
+                "irq": irq,
+                "irq_cpu": irq_cpu,
+                "control_cpu": control_cpu,
+                "irq_delta": irq_delta,
+                "trace": trace_file,
+                "placement": placement,
+                "dmatest": result,
+            }),
+        })
+    }
+}
+
+/// The per-boot metrics of S1.
+pub fn metrics(
+    placement: &TaskPlacement,
+    topology: &Topology,
+    start_cpu: u32,
+    irq_cpu: u32,
+    irq_delta: &[u64],
+    result: &DmatestResult,
+) -> BTreeMap<String, f64> {
+    let llc_cpus = |cpu: u32| {
+        topology
+            .llc_of(cpu)
+            .map(|l| l.cpus.clone())
+            .unwrap_or_default()
+    };
+    let node_cpus = |cpu: u32| {
+        topology
+            .node_of(cpu)
+            .map(|n| n.cpus.clone())
+            .unwrap_or_default()
+    };
+    let completions = result.total_tests().max(1) as f64;
+    let irq_total: u64 = irq_delta.iter().sum();
+    let on_pinned = irq_delta.get(irq_cpu as usize).copied().unwrap_or(0);
+    let mut m = BTreeMap::new();
+    m.insert("share_on_irq_cpu".into(), placement.share_on(&[irq_cpu]));
+    m.insert(
+        "share_in_irq_llc".into(),
+        placement.share_on(&llc_cpus(irq_cpu)),
+    );
+    m.insert(
+        "share_in_start_llc".into(),
+        placement.share_on(&llc_cpus(start_cpu)),
+    );
+    m.insert(
+        "share_on_irq_node".into(),
+        placement.share_on(&node_cpus(irq_cpu)),
+    );
+    m.insert("max_cpu_share".into(), placement.max_cpu_share().1);
+    m.insert(
+        "cross_llc_migrations".into(),
+        100.0 * placement.cross_llc_migrations as f64 / completions,
+    );
+    m.insert(
+        "balancer_migrations".into(),
+        100.0 * placement.balancer_migrations as f64 / completions,
+    );
+    m.insert(
+        "wakeups_on_irq_cpu".into(),
+        if placement.wakeups == 0 {
+            0.0
+        } else {
+            100.0 * placement.wakeup_targets.get(&irq_cpu).copied().unwrap_or(0) as f64
+                / placement.wakeups as f64
+        },
+    );
+    m.insert(
+        "irq_on_pinned_cpu".into(),
+        if irq_total == 0 {
+            0.0
+        } else {
+            100.0 * on_pinned as f64 / irq_total as f64
+        },
+    );
+    m.insert("iops".into(), result.total_iops());
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ci() -> Topology {
+        Topology::by_name(crate::host::DEFAULT_TOPOLOGY).unwrap()
+    }
+
+    fn params(placement: IrqPlacement) -> DmaWakeupParams {
+        DmaWakeup::seed().placement(placement).params
+    }
+
+    #[test]
+    fn irq_cpu_follows_the_placement_on_the_ci_topology() {
+        // ci-2node-4llc: LLCs {0,1} {2,3} on node 0, {4,5} {6,7} on node 1.
+        let t = ci();
+        let cpu = |p| params(p).irq_cpu(&t).unwrap();
+        assert_eq!(cpu(IrqPlacement::SameLlc), 1);
+        assert_eq!(cpu(IrqPlacement::CrossLlc), 2);
+        assert_eq!(cpu(IrqPlacement::RemoteNode), 4);
+    }
+
+    #[test]
+    fn the_plan_pins_the_engine_vector_to_the_irq_cpu() {
+        let t = ci();
+        let s = DmaWakeup::seed().engine(DmaEngine::Ptdma);
+        let plan = s.plan(s.params(), &t).unwrap();
+        assert_eq!(plan.devices, [DeviceSpec::ptdma().irq_on_cpus(0, &[2])]);
+        let mut far = s.params().clone();
+        far.start_cpu = 99;
+        let err = s.plan(&far, &t).unwrap_err().to_string();
+        assert!(err.contains("start_cpu 99"), "{err}");
+    }
+
+    #[test]
+    fn control_cpu_avoids_the_start_and_irq_llcs() {
+        let t = ci();
+        for placement in [
+            IrqPlacement::SameLlc,
+            IrqPlacement::CrossLlc,
+            IrqPlacement::RemoteNode,
+        ] {
+            let s = params(placement);
+            let irq = s.irq_cpu(&t).unwrap();
+            assert_eq!(s.control_cpu(&t, irq), Some(7), "{placement:?}");
+            let mut remote_start = params(placement);
+            remote_start.start_cpu = 6;
+            let irq = remote_start.irq_cpu(&t).unwrap();
+            let control = remote_start.control_cpu(&t, irq).unwrap();
+            for watched in [6, irq] {
+                assert_ne!(
+                    t.llc_of(control).unwrap().id,
+                    t.llc_of(watched).unwrap().id,
+                    "{placement:?}: control CPU {control} shares an LLC with CPU {watched}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn control_cpu_is_none_when_every_cpu_is_watched() {
+        let text = "name = \"one-llc\"\ndescription = \"x\"\ncpu_model = \"qemu64\"\n\
+                    sockets = 1\nthreads_per_core = 1\n[[node]]\ncpus = \"0-1\"\nmemory = \"1G\"\n";
+        let t = Topology::from_toml_str(text, "one-llc.toml").unwrap();
+        let s = params(IrqPlacement::SameLlc);
+        let irq = s.irq_cpu(&t).unwrap();
+        assert_eq!(irq, 1);
+        assert_eq!(s.control_cpu(&t, irq), None);
+    }
+
+    #[test]
+    fn variants_change_placement_engine_and_dmatest_by_name() {
+        let s = DmaWakeup::seed();
+        let mut set = std::collections::BTreeMap::new();
+        set.insert("placement".to_string(), "remote-node".to_string());
+        set.insert("engine".to_string(), "ptdma".to_string());
+        set.insert("dmatest.polled".to_string(), "true".to_string());
+        let p = crate::experiment::apply_overrides(s.params(), &set).unwrap();
+        assert_eq!(p.placement, IrqPlacement::RemoteNode);
+        assert_eq!(p.engine, DmaEngine::Ptdma);
+        assert!(p.dmatest.polled);
+    }
+}

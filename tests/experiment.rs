@@ -1,0 +1,252 @@
+//! The experiment runner with a scenario defined here, in the test file, and nothing added to
+//! the lab: three variants (a plain kernel, a scheduler feature, a command-line argument plus a
+//! parameter override) give a three-column table, the stored record holds exactly
+//! `repetitions` samples per variant and metric, and each boot measured what its variant set.
+
+mod common;
+
+use anyhow::{Context, Result};
+use lab::experiment::{Boot, BootPlan, Experiment, Measurement, MetricDef, Scenario};
+use lab::report::{Direction, RunRecord};
+use lab::topology::Topology;
+use lab::variant::Variant;
+use serde::{Deserialize, Serialize};
+
+/// What the guest reports about the settings it booted with.
+struct SettingsProbe {
+    params: ProbeParams,
+    fail_in_measure: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ProbeParams {
+    /// Echoed back as a metric, so a variant's `set=level=N` is visible in the table.
+    level: u32,
+}
+
+impl Scenario for SettingsProbe {
+    type Params = ProbeParams;
+
+    fn name(&self) -> &str {
+        "settings-probe"
+    }
+
+    fn description(&self) -> &str {
+        "reads back the scheduler feature, command line and parameter each variant set"
+    }
+
+    fn params(&self) -> &ProbeParams {
+        &self.params
+    }
+
+    fn default_variants(&self) -> Vec<Variant> {
+        vec![
+            Variant::kernel("v6.12"),
+            Variant::kernel("v6.12").with_cmdline("lab.probe=1"),
+        ]
+    }
+
+    fn metrics(&self) -> Vec<MetricDef> {
+        vec![
+            MetricDef::new("run_to_parity", "", Direction::Neutral, 0.0),
+            MetricDef::new("probe_on_cmdline", "", Direction::Neutral, 0.0),
+            MetricDef::new("level", "", Direction::Neutral, 0.0),
+            MetricDef::new("cpus", "", Direction::Neutral, 0.0),
+        ]
+    }
+
+    fn plan(&self, params: &ProbeParams, _topology: &Topology) -> Result<BootPlan> {
+        anyhow::ensure!(params.level <= 10, "level {} is above 10", params.level);
+        Ok(BootPlan::default())
+    }
+
+    async fn measure(&self, params: &ProbeParams, boot: &Boot<'_>) -> Result<Measurement> {
+        anyhow::ensure!(!self.fail_in_measure, "this probe fails on purpose");
+        let out = boot
+            .vm
+            .sh("cat /sys/kernel/debug/sched/features; echo; cat /proc/cmdline; nproc")
+            .await?;
+        boot.keep("probe.txt", &out)?;
+        let words: Vec<&str> = out.split_whitespace().collect();
+        let on = |w: &str| f64::from(u8::from(words.contains(&w)));
+        let cpus: f64 = words.last().context("no nproc")?.parse()?;
+        let mut m = Measurement::default();
+        m.metrics
+            .insert("run_to_parity".into(), on("RUN_TO_PARITY"));
+        m.metrics
+            .insert("probe_on_cmdline".into(), on("lab.probe=1"));
+        m.metrics.insert("level".into(), f64::from(params.level));
+        m.metrics.insert("cpus".into(), cpus);
+        Ok(m)
+    }
+}
+
+fn probe() -> SettingsProbe {
+    SettingsProbe {
+        params: ProbeParams { level: 1 },
+        fail_in_measure: false,
+    }
+}
+
+#[tokio::test]
+async fn three_variants_give_three_columns_and_one_sample_per_boot() {
+    let lab = common::lab().await;
+    let results = tempfile::tempdir().unwrap();
+    let variants: Vec<Variant> = [
+        "v6.12",
+        "no-rtp=v6.12@feature=NO_RUN_TO_PARITY",
+        "v6.12@cmdline=lab.probe=1@set=level=7",
+    ]
+    .iter()
+    .map(|v| v.parse().unwrap())
+    .collect();
+    let names: Vec<String> = variants.iter().map(|v| v.name.clone()).collect();
+    let repetitions = 2;
+    let outcome = Experiment::new(probe())
+        .variants(variants)
+        .repetitions(repetitions)
+        .results_root(results.path())
+        .run(&lab)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let table = outcome.comparison().table();
+    println!("{table}");
+    assert_eq!(outcome.comparison().variants(), names.as_slice());
+    for name in &names {
+        assert!(table.contains(name.as_str()), "{name} missing:\n{table}");
+    }
+
+    // The stored record is the one source: exactly `repetitions` samples per variant and metric.
+    let stored = RunRecord::read_json(&outcome.record_path).unwrap();
+    assert_eq!(stored.boots().len(), 3 * repetitions);
+    for metric in stored.comparison().metrics() {
+        for name in &names {
+            assert_eq!(
+                stored
+                    .comparison()
+                    .samples(&metric.name, name)
+                    .unwrap()
+                    .len(),
+                repetitions,
+                "{} of {name}",
+                metric.name
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(&outcome.table_path).unwrap(),
+        stored.comparison().table()
+    );
+
+    // Each boot measured its own variant's settings.
+    let c = stored.comparison();
+    assert_eq!(c.samples("run_to_parity", &names[0]).unwrap(), [1.0, 1.0]);
+    assert_eq!(c.samples("run_to_parity", &names[1]).unwrap(), [0.0, 0.0]);
+    assert_eq!(
+        c.samples("probe_on_cmdline", &names[2]).unwrap(),
+        [1.0, 1.0]
+    );
+    assert_eq!(
+        c.samples("probe_on_cmdline", &names[0]).unwrap(),
+        [0.0, 0.0]
+    );
+    assert_eq!(c.samples("level", &names[2]).unwrap(), [7.0, 7.0]);
+    assert_eq!(c.samples("level", &names[1]).unwrap(), [1.0, 1.0]);
+    assert_eq!(c.samples("cpus", &names[0]).unwrap(), [8.0, 8.0]);
+
+    // Boots ran interleaved, each kept its artefacts and logs in its own directory.
+    let order: Vec<&str> = stored.boots().iter().map(|b| b.variant.as_str()).collect();
+    assert_ne!(order[0], order[1], "not interleaved: {order:?}");
+    for b in stored.boots() {
+        let dir = std::path::PathBuf::from(b.details["dir"].as_str().unwrap());
+        assert!(dir.starts_with(&outcome.dir), "{dir:?}");
+        assert!(dir.join("probe.txt").is_file());
+        let serial = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with(".serial.log"));
+        assert!(serial, "no serial log in {dir:?}");
+    }
+    // The manifest names every variant's kernel, image and parameters.
+    let params = &stored.manifest.parameters["variants"];
+    assert_eq!(params[2]["params"]["level"], 7);
+    assert_eq!(stored.manifest.kernel.as_array().unwrap().len(), 3);
+    assert_eq!(stored.manifest.image.as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn bad_variants_fail_before_any_boot_naming_what_is_wrong() {
+    let lab = common::lab().await;
+    let results = tempfile::tempdir().unwrap();
+    let run = |variants: Vec<&str>| {
+        let variants: Vec<Variant> = variants.iter().map(|v| v.parse().unwrap()).collect();
+        Experiment::new(probe())
+            .variants(variants)
+            .repetitions(1)
+            .results_root(results.path())
+    };
+    let err = |e: anyhow::Error| format!("{e:#}");
+    let e = err(run(vec!["v6.12"]).run(&lab).await.unwrap_err());
+    assert!(e.contains("at least two variants"), "{e}");
+    let e = err(run(vec!["v6.12", "v6.12@set=levle=3"])
+        .run(&lab)
+        .await
+        .unwrap_err());
+    assert!(
+        e.contains("no parameter \"levle\"") && e.contains("level"),
+        "{e}"
+    );
+    let e = err(run(vec!["v6.12", "v6.12@set=level=high"])
+        .run(&lab)
+        .await
+        .unwrap_err());
+    assert!(e.contains("level = \"high\""), "{e}");
+    let e = err(run(vec!["v6.12", "v6.12@set=level=11"])
+        .run(&lab)
+        .await
+        .unwrap_err());
+    assert!(e.contains("level 11 is above 10"), "{e}");
+    let e = err(run(vec!["v6.12", "v6.12"]).run(&lab).await.unwrap_err());
+    assert!(e.contains("listed twice"), "{e}");
+    let e = err(run(vec!["v6.12", "no-such-recipe"])
+        .run(&lab)
+        .await
+        .unwrap_err());
+    assert!(e.contains("no-such-recipe"), "{e}");
+    // Nothing was booted or written.
+    assert_eq!(std::fs::read_dir(results.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn a_failed_boot_keeps_a_partial_record_that_says_why() {
+    let lab = common::lab().await;
+    let results = tempfile::tempdir().unwrap();
+    let scenario = SettingsProbe {
+        fail_in_measure: true,
+        ..probe()
+    };
+    let e = Experiment::new(scenario)
+        .repetitions(1)
+        .results_root(results.path())
+        .run(&lab)
+        .await
+        .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("fails on purpose") && e.contains("partial record in"),
+        "{e}"
+    );
+    let path = e
+        .split("partial record in ")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .unwrap()
+        .trim();
+    let record = RunRecord::read_json(std::path::Path::new(path)).unwrap();
+    assert!(record.boots().is_empty());
+    assert!(record
+        .failure
+        .as_deref()
+        .unwrap()
+        .contains("fails on purpose"));
+}
