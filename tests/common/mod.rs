@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use lab::Lab;
 
-/// The lab for this test process (provisioning is cached across processes).
+/// The lab for this test process (provisioning is cached across processes). Progress (builds,
+/// boots of an experiment) goes to stderr as plain lines, which nextest shows for failures.
 pub async fn lab() -> Lab {
+    lab::progress::install_for_stderr();
     Lab::from_env_async()
         .await
         .unwrap_or_else(|e| panic!("the lab could not start on this host: {e:#}"))
