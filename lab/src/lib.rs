@@ -38,6 +38,9 @@ pub type Result<T, E = anyhow::Error> = std::result::Result<T, E>;
 pub fn repo_path(relative: &str) -> std::path::PathBuf {
     let root = std::env::var_os("LAB_REPO_DIR")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+        .unwrap_or_else(|| {
+            let lab = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+            lab.parent().unwrap_or(lab).to_path_buf()
+        });
     root.join(relative)
 }
