@@ -241,11 +241,11 @@ async fn throughput_triples_with_the_revert_on_real_hardware() {
 /// for the script's shell, so it is not pinned).
 #[tokio::test]
 async fn ptdma_cross_ccx_irq_pulls_the_thread_only_with_the_revert() {
-    // Measured here (TCG single-threaded, 5 boots per kernel, 2 runs of 514 s and 598 s), share
-    // of the thread's switch-ins on the IRQ CPU: base run medians 10.8% and 18.9%, single boots
-    // 2.9-24.0%; revert run medians 94.6% and 92.3%, single boots 89.4-95.9%; in the IRQ's CCX
-    // base 15.3-69.9%, revert 98.4-99.7%; p=0.008 on both shares and on wakeups aimed at the
-    // IRQ CPU in both runs. Balancer and cross-CCX migrations did not differ (p >= 0.3): the
+    // Measured here (TCG single-threaded, 5 boots per kernel, 3 runs of 514-721 s), share of
+    // the thread's switch-ins on the IRQ CPU: base run medians 10.8%, 18.9%, 25.0%, single boots
+    // 2.9-26.6%; revert run medians 94.6%, 92.3%, 87.5%, single boots 81.2-95.9%; in the IRQ's
+    // CCX base 15.3-69.9%, revert 98.4-99.7% (runs 1-2); p=0.008 on both shares and on wakeups
+    // aimed at the IRQ CPU in every run. Balancer and cross-CCX migrations did not differ (p >= 0.3): the
     // split is the wakeup choice, as on the ioat runs.
     let experiment = Experiment::new(DmaWakeup::seed().engine(DmaEngine::Ptdma))
         .named("dma-wakeup-ptdma-cross-llc")
