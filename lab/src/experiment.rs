@@ -155,10 +155,10 @@ impl Outcome {
     }
 }
 
-/// A variant ready to boot.
-struct Arm {
+/// A variant ready to boot, with its parameters (the scenario's type).
+struct Arm<P> {
     variant: Variant,
-    params: Value,
+    params: P,
     plan: BootPlan,
     kernel: ReadyKernel,
     image: crate::image::GuestImage,
@@ -273,7 +273,7 @@ impl<S: Scenario> Experiment<S> {
                 .unwrap_or_else(|| crate::host::DEFAULT_IMAGE.to_string());
             let image = lab.image_for(&image_name, &kernel.kernel).await?;
             arms.push(Arm {
-                params: serde_json::to_value(&params)?,
+                params,
                 variant,
                 plan,
                 kernel,
@@ -348,7 +348,7 @@ impl<S: Scenario> Experiment<S> {
         Ok(c)
     }
 
-    fn manifest(&self, lab: &Lab, topology: &Topology, arms: &[Arm]) -> Manifest {
+    fn manifest(&self, lab: &Lab, topology: &Topology, arms: &[Arm<S::Params>]) -> Manifest {
         let mut manifest = lab.manifest();
         manifest.topology = json!({
             "name": topology.name(),
@@ -388,7 +388,7 @@ impl<S: Scenario> Experiment<S> {
         &self,
         lab: &Lab,
         topology: &Topology,
-        arm: &Arm,
+        arm: &Arm<S::Params>,
         sequence: usize,
         dir: &Path,
     ) -> Result<(BTreeMap<String, f64>, Value)> {
@@ -411,7 +411,6 @@ impl<S: Scenario> Experiment<S> {
             crate::kernel::apply_settings(&vm, &arm.kernel.settings)
                 .await
                 .with_context(|| format!("variant {}", arm.variant.name))?;
-            let params: S::Params = serde_json::from_value(arm.params.clone())?;
             let boot = Boot {
                 vm: &vm,
                 topology,
@@ -420,7 +419,7 @@ impl<S: Scenario> Experiment<S> {
                 sequence,
                 dir,
             };
-            let m = self.scenario.measure(&params, &boot).await?;
+            let m = self.scenario.measure(&arm.params, &boot).await?;
             anyhow::Ok((m, devices))
         }
         .await;
