@@ -35,3 +35,17 @@ soak n="10":
       echo "soak: $pass/$i passed"
     done
     echo "soak: $pass/{{n}} passed"
+
+# The lab's speed, every row of its targets from one run: `lab run -- true` against a
+# hand-written QEMU line (lab overhead, ratio), kernel build times from the cache, and the suite
+# from the last nextest run's JUnit report. `just bench --cold` builds the kernels now (minutes);
+# `just bench run|kernel|suite|boot` measures one part.
+bench *args:
+    cargo run -p lab -- bench {{args}}
+
+# Runs the whole suite (about half an hour on two cores), then prints its timings.
+bench-suite:
+    #!/usr/bin/env bash
+    cargo nextest run --workspace; status=$?
+    cargo run -q -p lab -- bench suite
+    exit $status

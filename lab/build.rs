@@ -1,5 +1,5 @@
 //! Builds the guest agent as a static x86_64 binary and leaves it at `$OUT_DIR/lab-agent`, where
-//! `lab::guest::AGENT_BINARY` embeds it. The guest initramfs has no libc, hence `+crt-static`.
+//! `lab::guest::AGENT_BINARY` embeds it, with its sha256 beside it (`lab::guest::AGENT_SHA256`). The guest initramfs has no libc, hence `+crt-static`.
 //!
 //! A nested cargo with its own target dir (`<target>/agent`) avoids waiting on the outer build's
 //! lock; the explicit `--target` keeps the static flag off the nested build scripts and
@@ -65,6 +65,17 @@ fn main() {
         .join("lab-agent");
     let dest = out_dir.join("lab-agent");
     copy(&built, &dest);
+    // Its sha256, for the guest image's cache key: computed here once per agent build instead
+    // of on every run of the lab.
+    let bytes =
+        std::fs::read(&dest).unwrap_or_else(|e| panic!("cannot read {}: {e}", dest.display()));
+    use sha2::Digest as _;
+    let digest: String = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::write(out_dir.join("lab-agent.sha256"), digest)
+        .unwrap_or_else(|e| panic!("cannot write the agent's digest: {e}"));
 }
 
 /// Removes what the outer cargo set for this build script and would otherwise leak into the

@@ -106,6 +106,7 @@ async fn three_variants_give_three_columns_and_one_sample_per_boot() {
         .variants(variants)
         .repetitions(repetitions)
         .results_root(results.path())
+        .parallel(2)
         .run(&lab)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
@@ -154,12 +155,30 @@ async fn three_variants_give_three_columns_and_one_sample_per_boot() {
     assert_eq!(c.samples("level", &names[1]).unwrap(), [1.0, 1.0]);
     assert_eq!(c.samples("cpus", &names[0]).unwrap(), [8.0, 8.0]);
 
-    // Boots ran interleaved, each kept its artefacts and logs in its own directory.
+    // Boots ran interleaved (two at a time where the host has the CPU slots) and are recorded
+    // in the design's order whichever finished first; each kept its artefacts, logs and where
+    // its time went in its own directory.
     let order: Vec<&str> = stored.boots().iter().map(|b| b.variant.as_str()).collect();
     assert_ne!(order[0], order[1], "not interleaved: {order:?}");
-    for b in stored.boots() {
+    for (i, b) in stored.boots().iter().enumerate() {
+        assert_eq!(b.sequence, i, "boots out of order: {order:?}");
         let dir = std::path::PathBuf::from(b.details["dir"].as_str().unwrap());
         assert!(dir.starts_with(&outcome.dir), "{dir:?}");
+        let leaf = dir.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            leaf.starts_with(&format!("{i:02}-")),
+            "{leaf} is not boot {i}"
+        );
+        let phases: Vec<&str> = b.details["phase_seconds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[0].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            phases,
+            ["boot", "devices", "settings", "measure", "shutdown"]
+        );
         assert!(dir.join("probe.txt").is_file());
         let serial = std::fs::read_dir(&dir)
             .unwrap()

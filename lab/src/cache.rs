@@ -2,11 +2,20 @@
 //! every input. Entries appear atomically (built in a temp dir, then renamed into place) and a
 //! per-key file lock keeps two tests, or two `cargo nextest` processes, from building the same key
 //! twice or seeing a half-built entry.
+//!
+//! Memos (`<cache>/memo/<kind>/<key>.json`) remember answers that are expensive to recompute and
+//! whose inputs are known by a key: a file's sha256 by its `stat`, a bundle's resolution by its
+//! lock entry, QEMU's version by its digest. The warm path reads them instead of hashing or
+//! asking apt again; a missing or unreadable memo only means recomputing.
 
 use std::fs::{self, File};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Root of the cache: `$LAB_CACHE_DIR`, else `$XDG_CACHE_HOME/lab` (`~/.cache/lab`).
@@ -99,6 +108,60 @@ impl Cache {
         Ok(dest)
     }
 
+    /// The memo `key` of `kind`, if one was written and still parses.
+    pub fn read_memo<T: DeserializeOwned>(&self, kind: &str, key: &str) -> Option<T> {
+        let path = self.memo_path(kind, key);
+        let text = fs::read(&path).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Writes memo `key` of `kind` atomically (a concurrent reader sees the old one or the new
+    /// one, never half of it).
+    pub fn write_memo<T: Serialize>(&self, kind: &str, key: &str, value: &T) -> Result<()> {
+        let path = self.memo_path(kind, key);
+        let dir = path.parent().expect("memo paths have a parent");
+        fs::create_dir_all(dir)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        serde_json::to_writer(&mut tmp, value)?;
+        tmp.persist(&path)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(())
+    }
+
+    fn memo_path(&self, kind: &str, key: &str) -> PathBuf {
+        self.root
+            .join("memo")
+            .join(kind)
+            .join(format!("{key}.json"))
+    }
+
+    /// The sha256 of a file, hex, remembered by the file's `stat` (device, inode, size, mtime,
+    /// ctime): a file whose `stat` is unchanged is not read again. A file changed within the last
+    /// [`RACY_WINDOW`] is hashed but not remembered, since a write in the same clock tick would
+    /// leave its `stat` unchanged (git's "racily clean" case).
+    pub fn file_sha256(&self, path: &Path) -> Result<String> {
+        let meta = fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+        let stat = FileStat::of(&meta);
+        let key = hash_parts(&[("path", path.as_os_str().as_encoded_bytes())])[..24].to_string();
+        if let Some(memo) = self.read_memo::<DigestMemo>("sha256", &key) {
+            if memo.stat == stat {
+                return Ok(memo.sha256);
+            }
+        }
+        let sha256 = sha256_file(path)?;
+        if !stat.is_racy(SystemTime::now()) {
+            let memo = DigestMemo {
+                path: path.to_path_buf(),
+                stat,
+                sha256: sha256.clone(),
+            };
+            if let Err(e) = self.write_memo("sha256", &key, &memo) {
+                tracing::debug!("not remembering the digest of {}: {e:#}", path.display());
+            }
+        }
+        Ok(sha256)
+    }
+
     /// Removes staging leftovers of builds that died (only those nobody holds a lock on).
     pub fn remove_stale_staging(&self, kind: &str) -> Result<usize> {
         let staging = self.dir(kind).join(".staging");
@@ -121,6 +184,49 @@ impl Cache {
         }
         Ok(removed)
     }
+}
+
+/// How recently a file may have changed for its `stat` not to be trusted as its identity.
+pub const RACY_WINDOW: Duration = Duration::from_secs(2);
+
+/// What `stat` says about a file's identity and last change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStat {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+}
+
+impl FileStat {
+    pub fn of(meta: &fs::Metadata) -> FileStat {
+        FileStat {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+            ctime_ns: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
+        }
+    }
+
+    /// Whether the file changed so recently (or in the future) that another write could still
+    /// land with the same timestamps.
+    fn is_racy(&self, now: SystemTime) -> bool {
+        let now_ns = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        let newest = self.mtime_ns.max(self.ctime_ns);
+        now_ns - newest < RACY_WINDOW.as_nanos() as i128
+    }
+}
+
+/// A remembered file digest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct DigestMemo {
+    path: PathBuf,
+    stat: FileStat,
+    sha256: String,
 }
 
 /// A stable hex digest of labelled inputs. Labels are part of the hash, so moving bytes from one
@@ -194,6 +300,46 @@ mod tests {
             assert_eq!(fs::read(path.join("out")).unwrap(), b"done");
         }
         assert_eq!(builds.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn file_digest_is_remembered_by_stat() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path().join("cache")).unwrap();
+        let file = dir.path().join("blob");
+        fs::write(&file, b"one").unwrap();
+        // Just written: hashed but not remembered (racy).
+        let one = cache.file_sha256(&file).unwrap();
+        assert_eq!(one, sha256_file(&file).unwrap());
+        let key = hash_parts(&[("path", file.as_os_str().as_encoded_bytes())])[..24].to_string();
+        assert!(cache.read_memo::<DigestMemo>("sha256", &key).is_none());
+        // Age it: now remembered, and the memo is what answers (a planted digest shows it).
+        let old = SystemTime::now() - Duration::from_secs(60);
+        File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let mut memo = DigestMemo {
+            path: file.clone(),
+            stat: FileStat::of(&fs::metadata(&file).unwrap()),
+            sha256: "planted".into(),
+        };
+        // ctime is now: still racy, so hashing happens and nothing is kept.
+        assert_eq!(cache.file_sha256(&file).unwrap(), one);
+        memo.stat.ctime_ns -= 60_000_000_000;
+        assert!(!memo.stat.is_racy(SystemTime::now()));
+        cache.write_memo("sha256", &key, &memo).unwrap();
+        // The stat differs from the planted one (ctime), so the file is hashed again.
+        assert_eq!(cache.file_sha256(&file).unwrap(), one);
+        // With the real stat, the memo answers without reading the file.
+        memo.stat = FileStat::of(&fs::metadata(&file).unwrap());
+        cache.write_memo("sha256", &key, &memo).unwrap();
+        assert_eq!(cache.file_sha256(&file).unwrap(), "planted");
+        // Any change of content changes size or times: hashed again.
+        fs::write(&file, b"two!").unwrap();
+        assert_ne!(cache.file_sha256(&file).unwrap(), one);
     }
 
     #[test]

@@ -6,6 +6,10 @@
 //! drops superseded versions; when a locked one is gone the lab takes the newest of the same
 //! upstream series, says so loudly and records the substitution in every result
 //! (`lab lock update` rewrites the lock).
+//!
+//! Every resolution is remembered in the cache under a key of its lock entry
+//! ([`recorded_resolution`]): while the lock entry is unchanged, a caller whose product (an
+//! unpacked QEMU, a guest image) is already cached needs neither apt nor the network.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -28,6 +32,7 @@ const LIST_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 /// A private apt state (lists, downloads) under the cache.
 #[derive(Debug, Clone)]
 pub struct Archive {
+    cache: Cache,
     state: PathBuf,
     mirror: String,
 }
@@ -49,7 +54,11 @@ impl Archive {
             ("suites", SUITES.join(" ").as_bytes()),
         ]);
         let state = cache.dir("apt").join(&key[..16]);
-        let archive = Archive { state, mirror };
+        let archive = Archive {
+            cache: cache.clone(),
+            state,
+            mirror,
+        };
         let _lock = cache.lock(&format!("apt-{}", &key[..16]))?;
         archive.prepare()?;
         Ok(archive)
@@ -414,12 +423,35 @@ pub struct Substitution {
     pub used: String,
 }
 
+impl Substitution {
+    /// Says loudly that a locked version is gone (on every run that uses the substitute).
+    pub fn warn(&self) {
+        crate::progress::warn(format!(
+            "LOCKED PACKAGE GONE: {} {} is no longer in the archive; using {} of the same \
+             series {}. Results record this. Run `lab lock update` to pin it.",
+            self.package,
+            self.locked,
+            self.used,
+            upstream_series(&self.locked)
+        ));
+    }
+}
+
 /// The packages a bundle resolved to on this run, with any substitutions made.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ResolvedBundle {
     pub name: String,
     pub packages: Vec<PackageRef>,
     pub substitutions: Vec<Substitution>,
+}
+
+impl ResolvedBundle {
+    /// Repeats the warning of every substitution (for a run that reuses a recorded resolution).
+    pub fn warn_substitutions(&self) {
+        for s in &self.substitutions {
+            s.warn();
+        }
+    }
 }
 
 impl LockFile {
@@ -460,6 +492,58 @@ impl LockFile {
         self.bundles.push(bundle);
         self.bundles.sort_by(|a, b| a.name.cmp(&b.name));
     }
+}
+
+/// Cache memo kind of bundle resolutions.
+const RESOLVED_MEMO: &str = "resolved-bundles";
+
+/// The memo key of a bundle's resolution: the request and its lock entry, so editing either
+/// (or `lab lock update`) leads to a fresh resolution.
+fn resolution_key(
+    name: &str,
+    roots: &[String],
+    release: Option<&str>,
+    only: Option<&str>,
+    locked: &[PackageRef],
+) -> String {
+    let packages: String = locked
+        .iter()
+        .map(|p| format!("{} {} {}\n", p.name, p.version, p.sha256))
+        .collect();
+    let key = hash_parts(&[
+        ("name", name.as_bytes()),
+        ("roots", roots.join(" ").as_bytes()),
+        ("release", release.unwrap_or("").as_bytes()),
+        ("only", only.unwrap_or("").as_bytes()),
+        ("locked", packages.as_bytes()),
+    ]);
+    format!("{}-{}", crate::host::sanitize(name), &key[..16])
+}
+
+/// The resolution [`resolve_bundle`] last made for this bundle while its lock entry was what it
+/// is now, without opening the archive (no apt call, no network). `None` when the lock lacks the
+/// bundle, its entry changed since, or it was never resolved with this cache. The packages it
+/// names were checked against the lock and the archive when it was made; a caller that must
+/// download them resolves afresh instead, and one that uses it calls
+/// [`ResolvedBundle::warn_substitutions`] as [`resolve_bundle`] would have warned.
+pub fn recorded_resolution(
+    cache: &Cache,
+    lock_path: &Path,
+    name: &str,
+    roots: &[&str],
+    release: Option<&str>,
+    only: Option<&str>,
+) -> Result<Option<ResolvedBundle>> {
+    let lock = LockFile::load(lock_path)?;
+    let roots: Vec<String> = roots.iter().map(|s| s.to_string()).collect();
+    let Some(locked) = lock.bundle(name) else {
+        return Ok(None);
+    };
+    if locked.roots != roots || locked.only.as_deref() != only {
+        return Ok(None);
+    }
+    let key = resolution_key(name, &roots, release, only, &locked.packages);
+    Ok(cache.read_memo::<ResolvedBundle>(RESOLVED_MEMO, &key))
 }
 
 /// Resolves a bundle (`roots` and their dependency closure, or only the closure's packages
@@ -538,26 +622,27 @@ pub fn resolve_bundle(
                 let found = archive
                     .lookup(&pkg.name, &replacement)?
                     .context("replacement vanished")?;
-                let warning = format!(
-                    "LOCKED PACKAGE GONE: {} {} is no longer in the archive; using {} of the same \
-                     series {series}. Results record this. Run `lab lock update` to pin it.",
-                    pkg.name, pkg.version, replacement
-                );
-                crate::progress::warn(warning);
-                substitutions.push(Substitution {
+                let substitution = Substitution {
                     package: pkg.name.clone(),
                     locked: pkg.version.clone(),
                     used: replacement,
-                });
+                };
+                substitution.warn();
+                substitutions.push(substitution);
                 packages.push(found);
             }
         }
     }
-    Ok(ResolvedBundle {
+    let resolved = ResolvedBundle {
         name: name.to_string(),
         packages,
         substitutions,
-    })
+    };
+    let key = resolution_key(name, &locked.roots, release, only, &locked.packages);
+    if let Err(e) = archive.cache.write_memo(RESOLVED_MEMO, &key, &resolved) {
+        tracing::debug!("not remembering the resolution of {name}: {e:#}");
+    }
+    Ok(resolved)
 }
 
 /// Re-resolves every bundle in the lock against today's archive.
@@ -653,6 +738,72 @@ mod tests {
             back.bundle("qemu").unwrap().packages,
             lock.bundles[0].packages
         );
+    }
+
+    #[test]
+    fn recorded_resolution_follows_the_lock_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path().join("cache")).unwrap();
+        let lock_path = dir.path().join("lock.toml");
+        let package = |version: &str| PackageRef {
+            name: "busybox-static".into(),
+            version: version.into(),
+            sha256: "cd".repeat(32),
+        };
+        let mut lock = LockFile::default();
+        let bundle = LockedBundle {
+            name: "guest-default".into(),
+            roots: vec!["busybox-static".into()],
+            release: Some("trixie".into()),
+            only: None,
+            packages: vec![package("1:1.37.0-6+b9")],
+        };
+        lock.put(bundle.clone());
+        lock.save(&lock_path).unwrap();
+        let roots = ["busybox-static"];
+        let recorded = |roots: &[&str]| {
+            recorded_resolution(
+                &cache,
+                &lock_path,
+                "guest-default",
+                roots,
+                Some("trixie"),
+                None,
+            )
+            .unwrap()
+        };
+        // Never resolved with this cache: nothing recorded.
+        assert!(recorded(&roots).is_none());
+        // What resolve_bundle records (here with a substitution, which is kept).
+        let resolved = ResolvedBundle {
+            name: "guest-default".into(),
+            packages: vec![package("1:1.37.0-6+b10")],
+            substitutions: vec![Substitution {
+                package: "busybox-static".into(),
+                locked: "1:1.37.0-6+b9".into(),
+                used: "1:1.37.0-6+b10".into(),
+            }],
+        };
+        let key = resolution_key(
+            "guest-default",
+            &bundle.roots,
+            Some("trixie"),
+            None,
+            &bundle.packages,
+        );
+        cache.write_memo(RESOLVED_MEMO, &key, &resolved).unwrap();
+        let got = recorded(&roots).unwrap();
+        assert_eq!(got.packages, resolved.packages);
+        assert_eq!(got.substitutions, resolved.substitutions);
+        // Other roots than the lock's: the lock entry will be re-resolved.
+        assert!(recorded(&["busybox-static", "fio"]).is_none());
+        // `lab lock update` (another locked version): a new resolution is needed.
+        lock.put(LockedBundle {
+            packages: vec![package("1:1.37.0-7")],
+            ..bundle
+        });
+        lock.save(&lock_path).unwrap();
+        assert!(recorded(&roots).is_none());
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! 1. check every variant, apply its parameter overrides and plan its boot (bad input fails
 //!    here, before anything is built or started);
 //! 2. build (or find) every variant's kernel and guest image;
-//! 3. boot in interleaved order (one boot = one sample): bind devices and pin their IRQs, apply
-//!    the variant's scheduler features and sysctls, measure, shut down;
+//! 3. boot in interleaved order (one boot = one sample), as many side by side as the host's CPU
+//!    slots allow ([`crate::slots`]): bind devices and pin their IRQs, apply the variant's
+//!    scheduler features and sysctls, measure, shut down;
 //! 4. record each boot in the run record, the one owner of samples, and write the record, its
 //!    table and each boot's artefacts into a directory of this run's own.
 //!
@@ -14,9 +15,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
+use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -134,6 +136,8 @@ pub struct Experiment<S: Scenario> {
     /// Parameter overrides for every variant (a variant's own `set=` wins).
     pub overrides: BTreeMap<String, String>,
     pub results_root: PathBuf,
+    /// Boots at once; `None`: as many as the host's CPU slots fit ([`Lab::guests_at_once`]).
+    pub parallel: Option<usize>,
 }
 
 /// A finished run.
@@ -174,6 +178,7 @@ impl<S: Scenario> Experiment<S> {
             topology: scenario.topology().to_string(),
             overrides: BTreeMap::new(),
             results_root: crate::host::results_root(),
+            parallel: None,
             scenario,
         }
     }
@@ -204,6 +209,12 @@ impl<S: Scenario> Experiment<S> {
         self
     }
 
+    /// Runs at most `n` boots at once (1: one after another). Without it, as many as fit.
+    pub fn parallel(mut self, n: usize) -> Self {
+        self.parallel = Some(n);
+        self
+    }
+
     pub fn results_root(mut self, dir: impl Into<PathBuf>) -> Self {
         self.results_root = dir.into();
         self
@@ -225,6 +236,9 @@ impl<S: Scenario> Experiment<S> {
 
     fn check(&self) -> Result<()> {
         crate::host::check_name("comparison name", &self.name)?;
+        if self.parallel == Some(0) {
+            bail!("{}: parallel boots must be at least 1", self.name);
+        }
         if self.variants.len() < 2 {
             bail!(
                 "{}: a comparison needs at least two variants (base first), got {}",
@@ -285,42 +299,59 @@ impl<S: Scenario> Experiment<S> {
         let record_path = dir.join("record.json");
         let order = interleaved_order(arms.len(), self.repetitions);
         let total = order.len();
-        for (sequence, index) in order.into_iter().enumerate() {
-            let arm = &arms[index];
-            crate::progress::step(format!(
-                "{}: boot {}/{total}: {}",
-                self.name,
-                sequence + 1,
-                arm.variant.name
-            ));
-            let boot_dir = dir.join("boots").join(format!(
-                "{sequence:02}-{}",
-                crate::host::sanitize(&arm.variant.name)
-            ));
-            let result = self
-                .one_boot(lab, &topology, arm, sequence, &boot_dir)
-                .await;
-            match result.and_then(|(m, details)| {
-                record
-                    .record_boot(&arm.variant.name, m, details)
-                    .map_err(anyhow::Error::from)
-            }) {
-                Ok(()) => {}
-                Err(e) => {
-                    let e = e.context(format!(
-                        "{}: boot {} of {total} ({}); its logs are in {}",
-                        self.name,
-                        sequence + 1,
-                        arm.variant.name,
-                        boot_dir.display()
+        // Boots run side by side as far as the host's CPU slots allow; `buffered` starts them in
+        // the interleaved order and yields them in it, so the record's order is the design's.
+        let at_once = self
+            .parallel
+            .unwrap_or_else(|| lab.guests_at_once(&topology));
+        {
+            let boots = futures::stream::iter(order.into_iter().enumerate())
+                .map(|(sequence, index)| {
+                    let arm = &arms[index];
+                    let boot_dir = dir.join("boots").join(format!(
+                        "{sequence:02}-{}",
+                        crate::host::sanitize(&arm.variant.name)
                     ));
-                    // Keep what ran: the boots before the failure and why it stopped.
-                    record.failure = Some(format!("{e:#}"));
-                    let kept = record.write_json_to(&record_path);
-                    return Err(match kept {
-                        Ok(()) => e.context(format!("partial record in {}", record_path.display())),
-                        Err(_) => e,
-                    });
+                    let topology = &topology;
+                    async move {
+                        crate::progress::step(format!(
+                            "{}: boot {}/{total}: {}",
+                            self.name,
+                            sequence + 1,
+                            arm.variant.name
+                        ));
+                        let result = self.one_boot(lab, topology, arm, sequence, &boot_dir).await;
+                        (sequence, arm, boot_dir, result)
+                    }
+                })
+                .buffered(at_once);
+            let mut boots = std::pin::pin!(boots);
+            while let Some((sequence, arm, boot_dir, result)) = boots.next().await {
+                match result.and_then(|(m, details)| {
+                    record
+                        .record_boot(&arm.variant.name, m, details)
+                        .map_err(anyhow::Error::from)
+                }) {
+                    Ok(()) => {}
+                    Err(e) => {
+                        let e = e.context(format!(
+                            "{}: boot {} of {total} ({}); its logs are in {}",
+                            self.name,
+                            sequence + 1,
+                            arm.variant.name,
+                            boot_dir.display()
+                        ));
+                        // Keep what ran: the boots before the failure and why it stopped. Boots
+                        // still running are killed when the stream is dropped.
+                        record.failure = Some(format!("{e:#}"));
+                        let kept = record.write_json_to(&record_path);
+                        return Err(match kept {
+                            Ok(()) => {
+                                e.context(format!("partial record in {}", record_path.display()))
+                            }
+                            Err(_) => e,
+                        });
+                    }
                 }
             }
         }
@@ -404,13 +435,19 @@ impl<S: Scenario> Experiment<S> {
         opts.devices = arm.plan.devices.clone();
         opts.boot_timeout = arm.plan.boot_timeout;
         opts.log_dir = Some(dir.to_path_buf());
+        // Where each boot's time goes, kept in its details (issue: what a boot costs).
+        let mut phases = Phases::default();
+        let started = Instant::now();
         let vm = lab.boot(opts).await?;
+        phases.lap("boot", &started);
         // The VM is killed when dropped, also when a step below fails.
         let measured = async {
             let devices = bind_and_pin(&vm, vm.devices()).await?;
+            phases.lap("devices", &started);
             crate::kernel::apply_settings(&vm, &arm.kernel.settings)
                 .await
                 .with_context(|| format!("variant {}", arm.variant.name))?;
+            phases.lap("settings", &started);
             let boot = Boot {
                 vm: &vm,
                 topology,
@@ -420,11 +457,13 @@ impl<S: Scenario> Experiment<S> {
                 dir,
             };
             let m = self.scenario.measure(&arm.params, &boot).await?;
+            phases.lap("measure", &started);
             anyhow::Ok((m, devices))
         }
         .await;
         let boot_seconds = vm.boot_time.as_secs_f64();
         vm.shutdown().await?;
+        phases.lap("shutdown", &started);
         let (m, devices) = measured?;
         let declared = self.scenario.metrics();
         for d in &declared {
@@ -448,11 +487,26 @@ impl<S: Scenario> Experiment<S> {
         }
         let details = json!({
             "boot_seconds": boot_seconds,
+            "phase_seconds": phases.0,
             "dir": dir,
             "devices": devices,
             "scenario": m.details,
         });
         Ok((m.metrics, details))
+    }
+}
+
+/// Seconds spent in each step of one boot, in order (`boot` includes waiting for a CPU slot and
+/// starting QEMU; the guest's own boot is `boot_seconds`).
+#[derive(Default)]
+struct Phases(Vec<(&'static str, f64)>);
+
+impl Phases {
+    /// Records `name` as the time since the previous lap (or since `started`).
+    fn lap(&mut self, name: &'static str, started: &Instant) {
+        let so_far: f64 = self.0.iter().map(|(_, s)| s).sum();
+        let now = started.elapsed().as_secs_f64();
+        self.0.push((name, now - so_far));
     }
 }
 

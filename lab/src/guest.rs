@@ -26,6 +26,9 @@ pub use lab_agent::protocol::{Hello, PORT_NAME, PROTOCOL_VERSION};
 /// at `/init`.
 pub const AGENT_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lab-agent"));
 
+/// The sha256 of [`AGENT_BINARY`] (hex), computed by `lab/build.rs` when the agent was built.
+pub const AGENT_SHA256: &str = include_str!(concat!(env!("OUT_DIR"), "/lab-agent.sha256"));
+
 /// Path of the agent binary on the build host (the file [`AGENT_BINARY`] was read from).
 pub const AGENT_BINARY_PATH: &str = concat!(env!("OUT_DIR"), "/lab-agent");
 

@@ -11,6 +11,7 @@ use crate::cache::Cache;
 use crate::devices::DeviceSpec;
 use crate::image::{build_image, GuestImage, ImageRecipe};
 use crate::kernel::{BootKernel, ReadyKernel};
+use crate::slots::{guest_cost, CpuSlots};
 use crate::toolchain::{choose_accel, Accel, AccelProbe, Qemu};
 use crate::topology::Topology;
 use crate::vm::{Vm, VmSpec};
@@ -27,6 +28,8 @@ pub struct Lab {
     pub qemu: Qemu,
     pub accel: Accel,
     pub accel_probe: AccelProbe,
+    /// The host CPUs guests may keep busy, shared with every other lab process here.
+    pub slots: CpuSlots,
     default_kernel: BootKernel,
 }
 
@@ -89,10 +92,21 @@ pub fn results_root() -> PathBuf {
 impl Lab {
     /// Finds or provisions QEMU and the default kernel, and probes the accelerator (cached).
     pub fn from_env() -> Result<Lab> {
+        let _span = tracing::debug_span!("lab_ready").entered();
         let cache = Cache::from_env()?;
-        let qemu = Qemu::locate(&cache).context("locating QEMU")?;
-        let default_kernel = crate::kernel::default_kernel(&cache)?;
-        let (accel, accel_probe) = choose_accel(&cache, &qemu, &default_kernel.bzimage)?;
+        let qemu = {
+            let _span = tracing::debug_span!("locate_qemu").entered();
+            Qemu::locate(&cache).context("locating QEMU")?
+        };
+        let default_kernel = {
+            let _span = tracing::debug_span!("default_kernel").entered();
+            crate::kernel::default_kernel(&cache)?
+        };
+        let (accel, accel_probe) = {
+            let _span = tracing::debug_span!("choose_accel").entered();
+            choose_accel(&cache, &qemu, &default_kernel.bzimage)?
+        };
+        let slots = CpuSlots::for_host(cache.root())?;
         tracing::info!(
             qemu = %qemu.version,
             accel = accel.name(),
@@ -104,6 +118,7 @@ impl Lab {
             qemu,
             accel,
             accel_probe,
+            slots,
             default_kernel,
         })
     }
@@ -124,6 +139,7 @@ impl Lab {
 
     /// The guest image for `kernel` (built on first use).
     pub fn image(&self, recipe: &str, kernel: &BootKernel) -> Result<GuestImage> {
+        let _span = tracing::debug_span!("guest_image", recipe).entered();
         let recipe = ImageRecipe::by_name(recipe)?;
         build_image(&self.cache, &recipe, kernel)
     }
@@ -162,10 +178,32 @@ impl Lab {
         })
     }
 
-    /// Boots a guest and waits until its agent is ready.
+    /// How many guests on `topology` this host runs side by side (see [`CpuSlots`]).
+    pub fn guests_at_once(&self, topology: &Topology) -> usize {
+        self.slots.guests_at_once(slot_cost(self.accel, topology))
+    }
+
+    /// Boots a guest and waits until its agent is ready. The guest holds its share of the
+    /// host's CPU slots until it is gone, waiting for them first if other guests hold them.
     pub async fn boot(&self, opts: BootOptions) -> Result<Vm> {
         let spec = self.spec(opts).await?;
-        Vm::boot(&self.qemu, spec).await
+        let slot = self
+            .slots
+            .acquire(slot_cost(spec.accel, &spec.topology))
+            .await?;
+        let mut vm = Vm::boot(&self.qemu, spec).await?;
+        vm.hold_slot(slot);
+        Ok(vm)
+    }
+}
+
+/// The CPU slots a guest on `topology` takes: its host threads, or the whole host when the
+/// topology pins vCPUs to host CPUs (two pinned guests would share those CPUs).
+fn slot_cost(accel: Accel, topology: &Topology) -> usize {
+    if topology.pinning().is_empty() {
+        guest_cost(accel, topology.nr_cpus() as usize)
+    } else {
+        usize::MAX
     }
 }
 

@@ -61,31 +61,27 @@ pub struct GuestImage {
     pub missing_modules: Vec<String>,
 }
 
-/// Builds (or reuses) the initramfs of `recipe` for `kernel`.
+/// Builds (or reuses) the initramfs of `recipe` for `kernel`. Warm (the recipe's packages
+/// resolved before under the same lock entry and the image built), this reads two small files
+/// and asks neither apt nor the network.
 pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> Result<GuestImage> {
-    let archive = Archive::open(cache)?;
+    let bundle_name = format!("guest-{}", recipe.name);
     let roots: Vec<&str> = recipe.packages.iter().map(String::as_str).collect();
-    let bundle = debian::resolve_bundle(
-        &archive,
-        &debian::LockFile::default_path(),
-        &format!("guest-{}", recipe.name),
-        &roots,
-        Some("trixie"),
-        None,
-    )?;
-    let package_list: Vec<String> = bundle
-        .packages
-        .iter()
-        .map(|p| format!("{}={} {}", p.name, p.version, p.sha256))
-        .collect();
-    let key = hash_parts(&[
-        ("packages", package_list.join("\n").as_bytes()),
-        ("modules", recipe.modules.join(",").as_bytes()),
-        ("kernel", kernel.identity.as_bytes()),
-        ("agent", crate::guest::AGENT_BINARY),
-        ("format", b"newc-v1"),
-    ])[..20]
-        .to_string();
+    let lock = debian::LockFile::default_path();
+    const RELEASE: Option<&str> = Some("trixie");
+    if let Some(bundle) =
+        debian::recorded_resolution(cache, &lock, &bundle_name, &roots, RELEASE, None)?
+    {
+        let key = image_key(&bundle, recipe, kernel);
+        if let Some(entry) = cache.lookup("images", &key) {
+            bundle.warn_substitutions();
+            return open_image(&entry, kernel);
+        }
+    }
+    let archive = Archive::open(cache)?;
+    let bundle = debian::resolve_bundle(&archive, &lock, &bundle_name, &roots, RELEASE, None)?;
+    let package_list = package_list(&bundle);
+    let key = image_key(&bundle, recipe, kernel);
     let entry = cache.get_or_build("images", &key, |dir| {
         let root = dir.join("root");
         debian::unpack_bundle(&archive, &bundle, &root)?;
@@ -123,8 +119,36 @@ pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> 
         )?;
         Ok(())
     })?;
+    open_image(&entry, kernel)
+}
+
+/// The cache key of an image: its packages, modules, kernel and agent.
+fn image_key(bundle: &debian::ResolvedBundle, recipe: &ImageRecipe, kernel: &BootKernel) -> String {
+    hash_parts(&[
+        ("packages", package_list(bundle).join("\n").as_bytes()),
+        ("modules", recipe.modules.join(",").as_bytes()),
+        ("kernel", kernel.identity.as_bytes()),
+        ("agent-sha256", crate::guest::AGENT_SHA256.as_bytes()),
+        ("format", b"newc-v1"),
+    ])[..20]
+        .to_string()
+}
+
+fn package_list(bundle: &debian::ResolvedBundle) -> Vec<String> {
+    bundle
+        .packages
+        .iter()
+        .map(|p| format!("{}={} {}", p.name, p.version, p.sha256))
+        .collect()
+}
+
+/// A built image entry.
+fn open_image(entry: &Path, kernel: &BootKernel) -> Result<GuestImage> {
+    let manifest = entry.join("manifest.json");
+    let text =
+        fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
     let mut image: GuestImage =
-        serde_json::from_str(&fs::read_to_string(entry.join("manifest.json"))?)?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", manifest.display()))?;
     image.path = entry.join("initramfs.cpio");
     if !image.missing_modules.is_empty() {
         tracing::info!(

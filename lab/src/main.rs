@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use lab::guest::GuestCommand;
@@ -50,13 +50,27 @@ enum Cmd {
         /// Seconds the command may run.
         #[arg(long, default_value_t = 600)]
         timeout: u64,
+        /// Write the run's phases (start-up, boot, command, shutdown; seconds) as JSON to FILE.
+        #[arg(long, value_name = "FILE")]
+        timings: Option<PathBuf>,
         #[arg(required = true, last = true)]
         command: Vec<String>,
     },
-    /// Benchmarks that print ratios measured side by side in one run.
+    /// The lab's speed, measured side by side. Without a subcommand: every row of the speed
+    /// targets (`run`, `kernel` and `suite` together).
+    #[command(args_conflicts_with_subcommands = true)]
     Bench {
         #[command(subcommand)]
-        command: BenchCmd,
+        command: Option<BenchCmd>,
+        /// Runs of each side of `lab run -- true` vs the hand-written QEMU line.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
+        topology: String,
+        /// Build the default kernel and the one-patch variant now, into a temporary cache
+        /// (takes minutes: about ten on two cores), instead of reading the cache's manifests.
+        #[arg(long)]
+        cold: bool,
     },
     /// The shipped scenarios with their default variants, parameters and metrics.
     Scenarios,
@@ -116,6 +130,33 @@ enum BenchCmd {
         #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
         topology: String,
     },
+    /// `lab run -- true` as a whole process vs a hand-written QEMU line that boots the same
+    /// kernel and initramfs, runs `true` and powers off; the lab's overhead and its phases.
+    Run {
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
+        topology: String,
+    },
+    /// Kernel build times: the default kernel cold and a one-patch variant from its tree.
+    Kernel {
+        /// Build both now, into a temporary cache (minutes), instead of reading manifests.
+        #[arg(long)]
+        cold: bool,
+        #[arg(long, default_value = lab::kernel::DEFAULT_RECIPE)]
+        base: String,
+        #[arg(long, default_value = lab::bench::kernel::DEFAULT_VARIANT)]
+        variant: String,
+    },
+    /// The last nextest run's wall time, per-binary sums and slowest tests (its JUnit report).
+    Suite {
+        /// The nextest profile (default: every profile with a report).
+        #[arg(long)]
+        profile: Option<String>,
+        /// How many of the slowest tests to list.
+        #[arg(long, default_value_t = lab::bench::suite::SLOWEST)]
+        slowest: usize,
+    },
 }
 
 /// `PARAM=VALUE` of `--set`.
@@ -153,17 +194,20 @@ enum LockCmd {
 }
 
 fn main() {
+    let started = Instant::now();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LAB_LOG")
                 .unwrap_or_else(|_| "lab=warn".into()),
         )
+        // With LAB_LOG=lab=debug every step of the start-up and boot path logs its duration.
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
     lab::progress::install_for_stderr();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(cli, started)) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("lab: error: {e:#}");
@@ -177,7 +221,7 @@ async fn lab_ready() -> Result<Lab> {
     Lab::from_env_async().await
 }
 
-async fn run(cli: Cli) -> Result<i32> {
+async fn run(cli: Cli, started: Instant) -> Result<i32> {
     match cli.command {
         Cmd::Doctor => doctor().await,
         Cmd::Prepare { kernels } => {
@@ -215,9 +259,13 @@ async fn run(cli: Cli) -> Result<i32> {
             kernel,
             cmdline,
             timeout,
+            timings,
             command,
         } => {
+            let mut phases = lab::bench::run::RunTimings::default();
             let lab = lab_ready().await?;
+            phases.ready_s = started.elapsed().as_secs_f64();
+            let booting = Instant::now();
             let mut opts = BootOptions::named("lab-run").topology(&topology);
             opts.cmdline = cmdline;
             if let Some(name) = kernel {
@@ -232,6 +280,8 @@ async fn run(cli: Cli) -> Result<i32> {
             let vm = lab.boot(opts).await;
             drop(task);
             let vm = vm?;
+            phases.boot_s = vm.boot_time.as_secs_f64();
+            phases.to_qemu_s = booting.elapsed().as_secs_f64() - phases.boot_s;
             eprintln!(
                 "lab: {} booted in {:.1?} ({}, kernel {})",
                 topology,
@@ -241,20 +291,31 @@ async fn run(cli: Cli) -> Result<i32> {
             );
             let mut cmd = GuestCommand::new(command);
             cmd.timeout = Duration::from_secs(timeout);
+            let exec_started = Instant::now();
             let out = vm.exec(&cmd).await?;
+            phases.command_s = exec_started.elapsed().as_secs_f64();
+            phases.command_in_guest_s = out.duration.as_secs_f64();
             use std::io::Write;
             std::io::stdout().write_all(&out.stdout)?;
             std::io::stderr().write_all(&out.stderr)?;
             let code = out.exit_code();
+            let stopping = Instant::now();
             vm.shutdown().await?;
+            phases.shutdown_s = stopping.elapsed().as_secs_f64();
+            phases.total_s = started.elapsed().as_secs_f64();
+            tracing::debug!(?phases, "lab run");
+            if let Some(path) = timings {
+                std::fs::write(&path, serde_json::to_string_pretty(&phases)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
             Ok(code)
         }
-        Cmd::Bench { command } => match command {
-            BenchCmd::Boot { runs, topology } => {
-                print!("{}", lab::bench::boot(runs, &topology).await?.render());
-                Ok(0)
-            }
-        },
+        Cmd::Bench {
+            command,
+            runs,
+            topology,
+            cold,
+        } => bench(command, runs, &topology, cold).await,
         Cmd::Scenarios => {
             for l in lab::scenarios::list()? {
                 println!("{}  {}", l.name, l.description);
@@ -380,6 +441,97 @@ async fn run(cli: Cli) -> Result<i32> {
                 Ok(0)
             }
         },
+    }
+}
+
+/// `lab bench [SUBCOMMAND]`: measures through the library, prints here.
+async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: bool) -> Result<i32> {
+    let exe = std::env::current_exe().context("finding the lab binary to benchmark")?;
+    match command {
+        Some(BenchCmd::Boot { runs, topology }) => {
+            print!("{}", lab::bench::boot(runs, &topology).await?.render());
+        }
+        Some(BenchCmd::Run { runs, topology }) => {
+            let mut host = lab::bench::HostNote::start();
+            let bench = lab::bench::run::run(&exe, runs, &topology).await?;
+            host.finish();
+            println!("lab bench run: {}", host.text());
+            print!("{}", bench.render());
+        }
+        Some(BenchCmd::Kernel {
+            cold,
+            base,
+            variant,
+        }) => {
+            print!(
+                "{}",
+                kernel_times(&exe, cold, &base, &variant).await?.render()
+            );
+        }
+        Some(BenchCmd::Suite { profile, slowest }) => {
+            let cache = lab::cache::Cache::from_env()?;
+            let runs = match profile {
+                Some(p) => {
+                    let path = lab::bench::suite::junit_path(&p);
+                    vec![lab::bench::suite::read(&p, &path, &cache)?]
+                }
+                None => lab::bench::suite::last_runs(&cache)?,
+            };
+            if runs.is_empty() {
+                anyhow::bail!(
+                    "no nextest JUnit report (looked for {}): run `cargo nextest run --workspace` first",
+                    lab::bench::suite::PROFILES
+                        .iter()
+                        .map(|p| lab::bench::suite::junit_path(p).display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            for (i, run) in runs.iter().enumerate() {
+                if i > 0 {
+                    println!();
+                }
+                print!("{}", run.render(slowest));
+            }
+        }
+        None => {
+            let mut host = lab::bench::HostNote::start();
+            let run = lab::bench::run::run(&exe, runs, topology).await?;
+            let kernels = kernel_times(
+                &exe,
+                cold,
+                lab::kernel::DEFAULT_RECIPE,
+                lab::bench::kernel::DEFAULT_VARIANT,
+            )
+            .await?;
+            let cache = lab::cache::Cache::from_env()?;
+            let suites = lab::bench::suite::last_runs(&cache)?;
+            host.finish();
+            let overview = lab::bench::Overview {
+                host,
+                run,
+                kernels,
+                suites,
+            };
+            print!("{}", overview.render());
+        }
+    }
+    Ok(0)
+}
+
+async fn kernel_times(
+    exe: &std::path::Path,
+    cold: bool,
+    base: &str,
+    variant: &str,
+) -> Result<lab::bench::kernel::KernelTimes> {
+    let cache = lab::cache::Cache::from_env()?;
+    if cold {
+        lab::bench::kernel::cold(&cache, exe, base, variant).await
+    } else {
+        let (base, variant) = (base.to_string(), variant.to_string());
+        tokio::task::spawn_blocking(move || lab::bench::kernel::from_cache(&cache, &base, &variant))
+            .await?
     }
 }
 

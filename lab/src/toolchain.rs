@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::cache::{hash_parts, sha256_file, Cache};
+use crate::cache::{hash_parts, Cache};
 use crate::debian::{self, Archive, ResolvedBundle, Substitution};
 
 /// The oldest QEMU with a `vfio-user-pci` client.
@@ -78,12 +78,12 @@ impl Qemu {
     /// with `vfio-user-pci`, else the pinned Debian bundle (provisioned on first use).
     pub fn locate(cache: &Cache) -> Result<Qemu> {
         if let Some(path) = std::env::var_os("LAB_QEMU") {
-            let qemu = Qemu::host(PathBuf::from(path))?;
+            let qemu = Qemu::host(cache, PathBuf::from(path))?;
             qemu.check_usable().context("LAB_QEMU")?;
             return Ok(qemu);
         }
         if let Some(path) = which("qemu-system-x86_64") {
-            if let Ok(qemu) = Qemu::host(path) {
+            if let Ok(qemu) = Qemu::host(cache, path) {
                 if qemu.check_usable().is_ok() {
                     return Ok(qemu);
                 }
@@ -98,9 +98,9 @@ impl Qemu {
         Qemu::bundle(cache)
     }
 
-    fn host(binary: PathBuf) -> Result<Qemu> {
+    fn host(cache: &Cache, binary: PathBuf) -> Result<Qemu> {
         let mut qemu = Qemu {
-            sha256: sha256_file(&binary)?,
+            sha256: cache.file_sha256(&binary)?,
             binary,
             loader: None,
             data_dirs: vec![],
@@ -109,21 +109,33 @@ impl Qemu {
             has_vfio_user: false,
             origin: QemuOrigin::Host,
         };
-        qemu.interrogate()?;
+        qemu.interrogate(cache)?;
         Ok(qemu)
     }
 
-    /// The pinned QEMU from Debian packages, unpacked into the cache.
+    /// The pinned QEMU from Debian packages, unpacked into the cache. Warm (the lock entry
+    /// resolved before and its bundle unpacked), this asks neither apt nor the network.
     pub fn bundle(cache: &Cache) -> Result<Qemu> {
-        let archive = Archive::open(cache)?;
-        let resolved = debian::resolve_bundle(
-            &archive,
-            &debian::LockFile::default_path(),
-            "qemu",
-            &["qemu-system-x86"],
-            Some("trixie-backports"),
-            None,
-        )?;
+        const NAME: &str = "qemu";
+        const ROOTS: &[&str] = &["qemu-system-x86"];
+        const RELEASE: Option<&str> = Some("trixie-backports");
+        let lock = debian::LockFile::default_path();
+        if let Some(resolved) =
+            debian::recorded_resolution(cache, &lock, NAME, ROOTS, RELEASE, None)?
+        {
+            if let Some(entry) = cache.lookup("qemu", &bundle_key(&resolved)) {
+                resolved.warn_substitutions();
+                return Qemu::from_bundle(cache, &entry, &resolved);
+            }
+        }
+        let archive = {
+            let _span = tracing::debug_span!("open_archive").entered();
+            Archive::open(cache)?
+        };
+        let resolved = {
+            let _span = tracing::debug_span!("resolve_bundle").entered();
+            debian::resolve_bundle(&archive, &lock, NAME, ROOTS, RELEASE, None)?
+        };
         let key = bundle_key(&resolved);
         let entry = cache.get_or_build("qemu", &key, |dir| {
             crate::progress::step(format!(
@@ -132,6 +144,11 @@ impl Qemu {
             ));
             debian::unpack_bundle(&archive, &resolved, &dir.join("root"))
         })?;
+        Qemu::from_bundle(cache, &entry, &resolved)
+    }
+
+    /// The QEMU of an unpacked bundle entry.
+    fn from_bundle(cache: &Cache, entry: &Path, resolved: &ResolvedBundle) -> Result<Qemu> {
         let root = entry.join("root");
         let lib = format!(
             "{0}/usr/lib/x86_64-linux-gnu:{0}/lib/x86_64-linux-gnu",
@@ -139,7 +156,7 @@ impl Qemu {
         );
         let binary = root.join("usr/bin/qemu-system-x86_64");
         let mut qemu = Qemu {
-            sha256: sha256_file(&binary)?,
+            sha256: cache.file_sha256(&binary)?,
             binary,
             loader: Some(Loader {
                 ld_so: root.join("usr/lib64/ld-linux-x86-64.so.2"),
@@ -158,25 +175,49 @@ impl Qemu {
                 substitutions: resolved.substitutions.clone(),
             },
         };
-        qemu.interrogate()?;
+        qemu.interrogate(cache)?;
         qemu.check_usable()?;
         Ok(qemu)
     }
 
-    fn interrogate(&mut self) -> Result<()> {
-        let out = self.command().arg("--version").output()?;
-        let text = String::from_utf8_lossy(&out.stdout);
+    /// Version and `vfio-user-pci` support: asked of QEMU once (two runs of it), then
+    /// remembered under the binary's digest and how it is started.
+    fn interrogate(&mut self, cache: &Cache) -> Result<()> {
+        let _span = tracing::debug_span!("qemu_interrogate").entered();
+        let command = format!("{:?}", self.command());
+        let key = hash_parts(&[
+            ("binary", self.sha256.as_bytes()),
+            ("command", command.as_bytes()),
+        ])[..24]
+            .to_string();
+        if let Some(info) = cache.read_memo::<QemuInfo>("qemu-info", &key) {
+            self.version = info.version;
+            self.has_vfio_user = info.has_vfio_user;
+            return Ok(());
+        }
+        let version = self.command().arg("--version").output()?;
+        let text = String::from_utf8_lossy(&version.stdout);
         self.version = text
             .lines()
             .next()
             .and_then(|l| l.split("version ").nth(1))
             .map(|v| v.split_whitespace().next().unwrap_or(v).to_string())
             .with_context(|| format!("{} --version printed {text:?}", self.binary.display()))?;
-        let out = self
+        let devices = self
             .command()
             .args(["-machine", "none", "-device", "help"])
             .output()?;
-        self.has_vfio_user = String::from_utf8_lossy(&out.stdout).contains("\"vfio-user-pci\"");
+        self.has_vfio_user = String::from_utf8_lossy(&devices.stdout).contains("\"vfio-user-pci\"");
+        // Only a clean answer is remembered: a QEMU that failed to start may work next time.
+        if version.status.success() && devices.status.success() {
+            let info = QemuInfo {
+                version: self.version.clone(),
+                has_vfio_user: self.has_vfio_user,
+            };
+            if let Err(e) = cache.write_memo("qemu-info", &key, &info) {
+                tracing::debug!("not remembering what QEMU said: {e:#}");
+            }
+        }
         Ok(())
     }
 
@@ -200,6 +241,13 @@ impl Qemu {
         }
         Ok(())
     }
+}
+
+/// What [`Qemu::interrogate`] learnt.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct QemuInfo {
+    version: String,
+    has_vfio_user: bool,
 }
 
 fn bundle_key(resolved: &ResolvedBundle) -> String {
@@ -325,7 +373,7 @@ fn probe_kvm_cached(cache: &Cache, qemu: &Qemu, kernel: &Path) -> Result<AccelPr
         ("host-kernel", host_kernel.as_bytes()),
         ("cpu", cpu.as_bytes()),
         ("qemu", qemu.sha256.as_bytes()),
-        ("kernel", sha256_file(kernel)?.as_bytes()),
+        ("kernel", cache.file_sha256(kernel)?.as_bytes()),
     ]);
     let path = cache.dir("accel").join(format!("{}.json", &key[..16]));
     if let Ok(text) = std::fs::read_to_string(&path) {

@@ -83,6 +83,8 @@ pub struct Vm {
     qemu: Option<AsyncGroupChild>,
     devices: Vec<RunningDevice>,
     _dir: tempfile::TempDir,
+    /// The host CPU slots this guest holds, released after everything above is gone.
+    host_slot: Option<crate::slots::SlotGuard>,
 }
 
 impl std::fmt::Debug for Vm {
@@ -239,6 +241,13 @@ impl Vm {
             },
         };
         let (qmp, guest, hello) = outcome?;
+        tracing::debug!(
+            vm = %name,
+            elapsed = ?started.elapsed(),
+            agent_started_ms = hello.started_ms,
+            guest_uptime_ms = hello.uptime_ms,
+            "agent said hello"
+        );
         pin_vcpus(&qmp, &spec.topology).await?;
         let boot_time = started.elapsed();
         tracing::info!(vm = %name, ?boot_time, kernel = %hello.kernel_release, "guest ready");
@@ -254,7 +263,13 @@ impl Vm {
             qemu: Some(child),
             devices,
             _dir: dir,
+            host_slot: None,
         })
+    }
+
+    /// Keeps `slot` until the guest is gone (see [`crate::slots`]).
+    pub fn hold_slot(&mut self, slot: crate::slots::SlotGuard) {
+        self.host_slot = Some(slot);
     }
 
     pub fn guest(&self) -> &Guest {
@@ -300,13 +315,16 @@ impl Vm {
 
     /// Stops the guest through QMP (`quit`) and waits for QEMU to exit.
     pub async fn shutdown(mut self) -> Result<()> {
+        let started = Instant::now();
         let _ = self.qmp.execute(qapi::qmp::quit {}).await;
+        tracing::debug!(vm = %self.name, elapsed = ?started.elapsed(), "QMP quit answered");
         if let Some(mut child) = self.qemu.take() {
             match tokio::time::timeout(Duration::from_secs(10), child.child.wait()).await {
                 Ok(_) => {}
                 Err(_) => tracing::warn!(vm = %self.name, "QEMU ignored quit; killing it"),
             }
         }
+        tracing::debug!(vm = %self.name, elapsed = ?started.elapsed(), "QEMU quit");
         Ok(())
     }
 }

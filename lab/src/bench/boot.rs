@@ -1,5 +1,4 @@
-//! `lab bench ...`: side-by-side timings printed as ratios from one run (never asserted in tests:
-//! the machines are shared and noisy).
+//! `lab bench boot`: boot to the first command, the lab against a hand-written QEMU line.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -7,15 +6,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use super::Spread;
 use crate::guest::GuestCommand;
 use crate::{BootOptions, Lab};
-
-/// Min / median / max of a sample, in seconds.
-fn summary(samples: &[Duration]) -> (f64, f64, f64) {
-    let mut s: Vec<f64> = samples.iter().map(Duration::as_secs_f64).collect();
-    s.sort_by(|a, b| a.total_cmp(b));
-    (s[0], s[s.len() / 2], s[s.len() - 1])
-}
 
 /// Boot-to-first-command: the lab (QEMU + QMP + agent hello + one `true` round trip) against a
 /// hand-written QEMU command line with the same kernel, initramfs and topology that only waits
@@ -67,8 +60,14 @@ impl BootBench {
     /// The table the CLI prints: min/median/max per side and the ratio of medians.
     pub fn render(&self) -> String {
         let (topology, runs) = (&self.topology, self.lab.len());
-        let (lmin, lmed, lmax) = summary(&self.lab);
-        let (rmin, rmed, rmax) = summary(&self.hand_written);
+        let (Some(l), Some(r)) = (
+            Spread::of_durations(&self.lab),
+            Spread::of_durations(&self.hand_written),
+        ) else {
+            return format!("boot to first command, {topology}: no runs\n");
+        };
+        let (lmin, lmed, lmax) = (l.min, l.median, l.max);
+        let (rmin, rmed, rmax) = (r.min, r.median, r.max);
         let mut out = format!(
             "boot to first command, {topology}, {} ({runs} runs each, interleaved)\n",
             self.accel
@@ -87,6 +86,7 @@ impl BootBench {
         out
     }
 }
+
 /// One boot with a minimal hand-written command line; returns the time to the agent's ready
 /// line on the console.
 async fn raw_boot(lab: &Lab, spec: &crate::vm::VmSpec) -> Result<Duration> {

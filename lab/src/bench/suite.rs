@@ -1,0 +1,431 @@
+//! `lab bench suite`: the test suite's speed, from the JUnit report nextest writes after every run
+//! (`.config/nextest.toml` asks for `target/nextest/<profile>/junit.xml`): the run's wall time,
+//! the sum of test times per test binary, and the slowest tests.
+//!
+//! A run counts as cold when a kernel in the cache finished building while it ran (its
+//! manifest's `finished_at` lies inside the run), which is what the suite's setup script does on
+//! a machine without kernels; otherwise warm. A kernel built meanwhile by another process on the
+//! host would make a warm run look cold; the report names the kernels it counted.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::cache::Cache;
+
+/// Nextest profiles whose reports `lab bench` looks for.
+pub const PROFILES: &[&str] = &["default", "ci"];
+
+/// How many of the slowest tests the report lists.
+pub const SLOWEST: usize = 10;
+
+/// One test case of a report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestTime {
+    /// The test binary (`lab-scenarios::vm`, `lab`).
+    pub binary: String,
+    pub name: String,
+    pub seconds: f64,
+    /// "passed", "failed", "skipped" or "flaky".
+    pub outcome: &'static str,
+}
+
+/// The tests of one binary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BinarySum {
+    pub binary: String,
+    pub tests: usize,
+    /// Sum of its test times (tests run in parallel, so the sums add up to more than the wall).
+    pub seconds: f64,
+}
+
+/// What a JUnit report says about one nextest run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JunitRun {
+    /// Start of the run, Unix seconds.
+    pub started_unix: f64,
+    /// The run's wall time, setup scripts included.
+    pub wall_s: f64,
+    pub tests: Vec<TestTime>,
+}
+
+/// A run with where it came from and whether kernels were built during it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuiteRun {
+    pub profile: String,
+    pub path: PathBuf,
+    pub started_unix: f64,
+    pub wall_s: f64,
+    pub tests: Vec<TestTime>,
+    /// Kernels whose builds finished during the run: (recipe, seconds).
+    pub kernels_built: Vec<(String, f64)>,
+}
+
+/// Parses a nextest JUnit report.
+pub fn parse_junit(xml: &str) -> Result<JunitRun> {
+    let doc = roxmltree::Document::parse(xml).context("not an XML document")?;
+    let root = doc.root_element();
+    if root.tag_name().name() != "testsuites" {
+        anyhow::bail!(
+            "the root element is <{}>, not <testsuites>",
+            root.tag_name().name()
+        );
+    }
+    let wall_s = number(root, "time")?;
+    let started_unix = root
+        .attribute("timestamp")
+        .and_then(parse_rfc3339)
+        .context("<testsuites> has no readable timestamp")?;
+    let mut tests = Vec::new();
+    for suite in root.children().filter(|n| n.has_tag_name("testsuite")) {
+        let binary = suite.attribute("name").unwrap_or("?").to_string();
+        for case in suite.children().filter(|n| n.has_tag_name("testcase")) {
+            let has = |tag: &str| case.children().any(|c| c.has_tag_name(tag));
+            let outcome = if has("skipped") {
+                "skipped"
+            } else if has("failure") || has("error") {
+                "failed"
+            } else if has("flakyFailure") || has("flakyError") {
+                "flaky"
+            } else {
+                "passed"
+            };
+            tests.push(TestTime {
+                binary: binary.clone(),
+                name: case.attribute("name").unwrap_or("?").to_string(),
+                seconds: number(case, "time").unwrap_or(0.0),
+                outcome,
+            });
+        }
+    }
+    Ok(JunitRun {
+        started_unix,
+        wall_s,
+        tests,
+    })
+}
+
+fn number(node: roxmltree::Node, attribute: &str) -> Result<f64> {
+    let text = node
+        .attribute(attribute)
+        .with_context(|| format!("<{}> has no {attribute} attribute", node.tag_name().name()))?;
+    text.parse()
+        .with_context(|| format!("<{}> {attribute}={text:?}", node.tag_name().name()))
+}
+
+/// Unix seconds of an RFC 3339 time (`2026-12-01T04:09:35.123+01:00`, or with `Z`).
+pub fn parse_rfc3339(text: &str) -> Option<f64> {
+    let (date, rest) = text.split_once('T')?;
+    let mut d = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
+    let (year, month, day) = (d.next()??, d.next()??, d.next()??);
+    let (clock, offset_s) = if let Some(c) = rest.strip_suffix('Z') {
+        (c, 0)
+    } else {
+        let at = rest.rfind(['+', '-'])?;
+        let (c, off) = rest.split_at(at);
+        let sign = if off.starts_with('-') { -1 } else { 1 };
+        let (h, m) = off[1..].split_once(':')?;
+        (
+            c,
+            sign * (h.parse::<i64>().ok()? * 3600 + m.parse::<i64>().ok()? * 60),
+        )
+    };
+    let mut c = clock.splitn(3, ':');
+    let (h, m, s) = (
+        c.next()?.parse::<i64>().ok()?,
+        c.next()?.parse::<i64>().ok()?,
+        c.next()?.parse::<f64>().ok()?,
+    );
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468;
+    Some((days * 86400 + h * 3600 + m * 60 - offset_s) as f64 + s)
+}
+
+/// `YYYY-MM-DD HH:MM UTC` of Unix seconds.
+pub fn utc_text(unix: f64) -> String {
+    let secs = unix.floor() as i64;
+    let days = secs.div_euclid(86400);
+    let tod = secs.rem_euclid(86400);
+    // civil_from_days, the inverse of the above.
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        tod / 3600,
+        tod % 3600 / 60
+    )
+}
+
+/// Where nextest writes `profile`'s report: `<target dir>/nextest/<profile>/junit.xml`, the
+/// target dir being `CARGO_TARGET_DIR` or that of the workspace this lab was built from (not
+/// `LAB_REPO_DIR`'s: that one names where recipes are read, not where tests ran).
+pub fn junit_path(profile: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let lab = Path::new(env!("CARGO_MANIFEST_DIR"));
+            lab.parent().unwrap_or(lab).join("target")
+        });
+    target.join("nextest").join(profile).join("junit.xml")
+}
+
+/// The run a report describes, with the kernels `cache` built during it.
+pub fn read(profile: &str, path: &Path, cache: &Cache) -> Result<SuiteRun> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let run = parse_junit(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let end = run.started_unix + run.wall_s;
+    let kernels_built = crate::kernel::list(cache)?
+        .into_iter()
+        .filter(|k| {
+            let t = k.manifest.build.finished_at as f64;
+            t >= run.started_unix && t <= end
+        })
+        .map(|k| (k.manifest.recipe, k.manifest.build.seconds))
+        .collect();
+    Ok(SuiteRun {
+        profile: profile.to_string(),
+        path: path.to_path_buf(),
+        started_unix: run.started_unix,
+        wall_s: run.wall_s,
+        tests: run.tests,
+        kernels_built,
+    })
+}
+
+/// The last run of every profile in [`PROFILES`] that left a report.
+pub fn last_runs(cache: &Cache) -> Result<Vec<SuiteRun>> {
+    PROFILES
+        .iter()
+        .map(|p| (p, junit_path(p)))
+        .filter(|(_, path)| path.is_file())
+        .map(|(p, path)| read(p, &path, cache))
+        .collect()
+}
+
+impl SuiteRun {
+    /// Whether kernels were built during the run (see the module's documentation).
+    pub fn is_cold(&self) -> bool {
+        !self.kernels_built.is_empty()
+    }
+
+    pub fn started_text(&self) -> String {
+        utc_text(self.started_unix)
+    }
+
+    /// Test-time sums per binary, largest first.
+    pub fn binaries(&self) -> Vec<BinarySum> {
+        let mut sums: Vec<BinarySum> = Vec::new();
+        for t in &self.tests {
+            match sums.iter_mut().find(|s| s.binary == t.binary) {
+                Some(s) => {
+                    s.tests += 1;
+                    s.seconds += t.seconds;
+                }
+                None => sums.push(BinarySum {
+                    binary: t.binary.clone(),
+                    tests: 1,
+                    seconds: t.seconds,
+                }),
+            }
+        }
+        sums.sort_by(|a, b| {
+            b.seconds
+                .total_cmp(&a.seconds)
+                .then(a.binary.cmp(&b.binary))
+        });
+        sums
+    }
+
+    /// The `n` slowest tests, slowest first.
+    pub fn slowest(&self, n: usize) -> Vec<&TestTime> {
+        let mut tests: Vec<&TestTime> = self.tests.iter().collect();
+        tests.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.name.cmp(&b.name)));
+        tests.truncate(n);
+        tests
+    }
+
+    /// The report: wall time, warm or cold, per-binary sums, the `slowest` slowest tests.
+    pub fn render(&self, slowest: usize) -> String {
+        let count = |o: &str| self.tests.iter().filter(|t| t.outcome == o).count();
+        let mut out = format!(
+            "suite run, nextest profile {} ({}), started {}:\n",
+            self.profile,
+            self.path.display(),
+            self.started_text()
+        );
+        let _ = writeln!(
+            out,
+            "  wall {:.1} s = {}; {} tests: {} passed, {} failed, {} flaky, {} skipped",
+            self.wall_s,
+            super::minutes(self.wall_s),
+            self.tests.len(),
+            count("passed"),
+            count("failed"),
+            count("flaky"),
+            count("skipped")
+        );
+        if self.is_cold() {
+            let built: Vec<String> = self
+                .kernels_built
+                .iter()
+                .map(|(r, s)| format!("{r} {s:.0} s"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  cold: kernels built during the run: {}",
+                built.join(", ")
+            );
+        } else {
+            out += "  warm: no kernel was built during the run\n";
+        }
+        out += "  per binary (sum of test times; tests run side by side):\n";
+        for b in self.binaries() {
+            let _ = writeln!(
+                out,
+                "    {:<36} {:>4} tests {:>9.1} s",
+                b.binary, b.tests, b.seconds
+            );
+        }
+        let _ = writeln!(out, "  slowest tests:");
+        for t in self.slowest(slowest) {
+            let mark = if t.outcome == "passed" {
+                String::new()
+            } else {
+                format!(" ({})", t.outcome)
+            };
+            let _ = writeln!(
+                out,
+                "    {:>9.1} s  {} {}{mark}",
+                t.seconds, t.binary, t.name
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shape nextest writes (trimmed from a real report).
+    const FIXTURE: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="nextest-run" tests="5" skipped="1" failures="1" errors="0" uuid="0e4b7c43-1d7e-4c56-8c9f-3b1f0f0a9e11" timestamp="2026-12-01T04:00:00.500+01:00" time="1803.25">
+    <testsuite name="lab-scenarios::vm" tests="3" disabled="0" errors="0" failures="1">
+        <testcase name="boots_and_runs" classname="lab-scenarios::vm" timestamp="2026-12-01T04:00:10.000+01:00" time="41.5">
+        </testcase>
+        <testcase name="no_qemu_survives &lt;drop&gt;" classname="lab-scenarios::vm" timestamp="2026-12-01T04:00:10.000+01:00" time="12.25">
+            <failure type="test failure" message="assertion failed">thread panicked</failure>
+            <system-out>&lt;testcase name="fake"&gt;</system-out>
+        </testcase>
+        <testcase name="kvm_only" classname="lab-scenarios::vm" time="0">
+            <skipped/>
+        </testcase>
+    </testsuite>
+    <testsuite name="lab-scenarios::dma_wakeup" tests="1" disabled="0" errors="0" failures="0">
+        <testcase name="cross_llc" classname="lab-scenarios::dma_wakeup" time="598.0">
+        </testcase>
+    </testsuite>
+    <testsuite name="lab" tests="1" disabled="0" errors="0" failures="0">
+        <testcase name="cache::tests::concurrent_requests_build_once" classname="lab" time="0.105">
+            <flakyFailure type="test failure" message="x"/>
+        </testcase>
+    </testsuite>
+</testsuites>
+"#;
+
+    fn fixture_run() -> SuiteRun {
+        let run = parse_junit(FIXTURE).unwrap();
+        SuiteRun {
+            profile: "default".into(),
+            path: PathBuf::from("target/nextest/default/junit.xml"),
+            started_unix: run.started_unix,
+            wall_s: run.wall_s,
+            tests: run.tests,
+            kernels_built: vec![],
+        }
+    }
+
+    #[test]
+    fn junit_report_gives_wall_time_and_every_test() {
+        let run = parse_junit(FIXTURE).unwrap();
+        assert_eq!(run.wall_s, 1803.25);
+        // 04:00:00.5 at +01:00 is 03:00:00.5 UTC.
+        assert_eq!(utc_text(run.started_unix), "2026-12-01 03:00 UTC");
+        assert_eq!(run.started_unix.fract(), 0.5);
+        assert_eq!(run.tests.len(), 5);
+        let outcomes: Vec<&str> = run.tests.iter().map(|t| t.outcome).collect();
+        assert_eq!(outcomes, ["passed", "failed", "skipped", "passed", "flaky"]);
+        assert_eq!(run.tests[1].name, "no_qemu_survives <drop>");
+        assert_eq!(run.tests[3].binary, "lab-scenarios::dma_wakeup");
+        assert!(parse_junit("<testsuite/>").is_err());
+        assert!(parse_junit("not xml").is_err());
+    }
+
+    #[test]
+    fn rfc3339_times_agree_with_unix_time() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0.0));
+        assert_eq!(parse_rfc3339("2000-03-01T00:00:00Z"), Some(951868800.0));
+        assert_eq!(
+            parse_rfc3339("2026-12-01T04:09:35-02:30"),
+            Some(1796107175.0)
+        );
+        assert_eq!(parse_rfc3339("2026-13-01T00:00:00Z"), None);
+        assert_eq!(parse_rfc3339("yesterday"), None);
+        assert_eq!(utc_text(1796107175.0), "2026-12-01 06:39 UTC");
+        assert_eq!(utc_text(951868800.0 - 1.0), "2000-02-29 23:59 UTC");
+    }
+
+    #[test]
+    fn report_sums_per_binary_and_lists_the_slowest() {
+        let run = fixture_run();
+        let sums = run.binaries();
+        assert_eq!(sums[0].binary, "lab-scenarios::dma_wakeup");
+        assert_eq!((sums[1].tests, sums[1].seconds), (3, 53.75));
+        let slowest: Vec<&str> = run.slowest(2).iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(slowest, ["cross_llc", "boots_and_runs"]);
+        assert!(!run.is_cold());
+        let text = run.render(3);
+        let expected = "\
+suite run, nextest profile default (target/nextest/default/junit.xml), started 2026-12-01 03:00 UTC:
+  wall 1803.2 s = 30 min 3 s; 5 tests: 2 passed, 1 failed, 1 flaky, 1 skipped
+  warm: no kernel was built during the run
+  per binary (sum of test times; tests run side by side):
+    lab-scenarios::dma_wakeup               1 tests     598.0 s
+    lab-scenarios::vm                       3 tests      53.8 s
+    lab                                     1 tests       0.1 s
+  slowest tests:
+        598.0 s  lab-scenarios::dma_wakeup cross_llc
+         41.5 s  lab-scenarios::vm boots_and_runs
+         12.2 s  lab-scenarios::vm no_qemu_survives <drop> (failed)
+";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn kernels_built_during_the_run_make_it_cold() {
+        let mut run = fixture_run();
+        run.kernels_built = vec![("v6.12".into(), 918.6)];
+        assert!(run.is_cold());
+        assert!(run
+            .render(1)
+            .contains("  cold: kernels built during the run: v6.12 919 s\n"));
+    }
+}
