@@ -12,9 +12,23 @@ use lab::scenarios::dma_wakeup::{DmaEngine, DmaWakeup, IrqPlacement, BASE, REVER
 use lab::stats::Significance;
 use lab::workload::Dmatest;
 
+/// The seed's dmatest run with 128 KiB buffers instead of 1 MiB: dmatest verifies both whole
+/// buffers after every copy, which under TCG made the thread compute ~40 ms per copy (46 s of
+/// each 60 s boot); with 128 KiB it computes an eighth of that, closer to the hardware's ratio
+/// of computing to waiting for the engine. Same 1000 iterations, 64 KiB transfers, no random
+/// sizes. The throughput test on real hardware keeps the seed's own parameters.
+fn tcg_dmatest() -> Dmatest {
+    Dmatest::seed_parameters().test_buf_size(0x20000)
+}
+
 /// S1 with `placement`, under the name its results are kept as.
 fn s1(name: &str, placement: IrqPlacement) -> Experiment<DmaWakeup> {
-    Experiment::new(DmaWakeup::seed().placement(placement)).named(name)
+    Experiment::new(
+        DmaWakeup::seed()
+            .placement(placement)
+            .dmatest(tcg_dmatest()),
+    )
+    .named(name)
 }
 
 async fn run(experiment: Experiment<DmaWakeup>) -> (lab::Lab, Outcome) {
@@ -114,15 +128,18 @@ async fn cross_llc_irq_pulls_the_thread_only_with_the_revert() {
     // stays with the interrupt, the base kernel does not. On the seed's Xeon the base bounced
     // between two CPUs, one of them the IRQ CPU (417 of 1000 iterations there), and the revert
     // stayed on the IRQ CPU for 1000 of 1000; so the base bound is "below half", not "near 0".
-    // Measured here (TCG single-threaded, 2-core host, 5 boots per kernel, 12 runs including a
-    // 10-in-a-row soak), share of the thread's switch-ins on the IRQ CPU: base run medians
-    // 4.2-25.3%, single boots 1.0-63.3%; revert run medians 81.2-92.9%, single boots
-    // 75.2-97.3%; p=0.008 in every run. (Multi-threaded TCG, one run: base median 5.1%, revert
-    // 88.8%.) Why base boots vary:
-    // with verification on, the thread computes for ~20 ms per copy under TCG, and the load
-    // balancer moves it while it runs (85-92% of its migrations are done by the migration/N
-    // stopper); once it is in the IRQ's LLC, wake_affine_idle()'s shared-cache case keeps it
-    // there and puts it on the IRQ CPU whenever its previous CPU is busy.
+    // Measured here with 128 KiB buffers on the lab-minimal v6.12 (TCG single-threaded, 2-core
+    // host, two boots side by side, other builds running), share of the thread's switch-ins on
+    // the IRQ CPU: base run medians 14.0% and 0.2% (single boots 0.0-24.3%), revert 85.4% and
+    // 82.4% (78.1-95.9%); in the IRQ's LLC revert 89.1-98.3%; p=0.008 on all three asserted
+    // metrics in both runs (one more run at load ~8 on an earlier lab-minimal build: base 2.1%,
+    // revert 69.5% mean, p=0.008). With the seed's 1 MiB buffers on the defconfig kernel (12
+    // runs, one boot at a time, including a 10-in-a-row soak): base run medians 4.2-25.3%,
+    // revert 81.2-92.9%. Why base boots vary: the load balancer moves the thread while it
+    // verifies its buffers (85-92% of its migrations are done by the migration/N stopper); once
+    // it is in the IRQ's LLC, wake_affine_idle()'s shared-cache case keeps it there and puts it
+    // on the IRQ CPU whenever its previous CPU is busy. Smaller buffers mean less computing per
+    // copy, so fewer such moves: the base kernel's share fell, the revert's stayed.
     assert_the_thread_follows_the_irq_only_with_the_revert(&outcome, 70.0);
     if lab.on_kvm() {
         // The hardware signature of the thread: 1000 of 1000 completions on the IRQ CPU.
@@ -161,9 +178,8 @@ async fn same_llc_irq_keeps_the_thread_in_its_llc() {
 
 #[tokio::test]
 async fn polled_dmatest_shows_no_placement_difference() {
-    let scenario =
-        Experiment::new(DmaWakeup::seed().dmatest(Dmatest::seed_parameters().polled(true)))
-            .named("dma-wakeup-polled");
+    let scenario = Experiment::new(DmaWakeup::seed().dmatest(tcg_dmatest().polled(true)))
+        .named("dma-wakeup-polled");
     // Measured here (5 boots each): every share metric p >= 0.5 between the kernels, with wide
     // boot-to-boot spread on both (share on CPU 2: base 16.6% ± 91%, revert 11.4% ± 147%).
     let (_lab, outcome) = run(scenario).await;
@@ -226,8 +242,9 @@ async fn throughput_triples_with_the_revert_on_real_hardware() {
     }
     // The Gold 6132 has one LLC per socket and node: the seed's cross-LLC interrupt is a
     // cross-node one there.
-    let scenario =
-        s1("dma-wakeup-throughput", IrqPlacement::RemoteNode).topology("xeon-gold-6132-2s");
+    let scenario = Experiment::new(DmaWakeup::seed().placement(IrqPlacement::RemoteNode))
+        .named("dma-wakeup-throughput")
+        .topology("xeon-gold-6132-2s");
     let (_lab, outcome) = run(scenario).await;
     outcome
         .comparison()
@@ -241,15 +258,20 @@ async fn throughput_triples_with_the_revert_on_real_hardware() {
 /// for the script's shell, so it is not pinned).
 #[tokio::test]
 async fn ptdma_cross_ccx_irq_pulls_the_thread_only_with_the_revert() {
-    // Measured here (TCG single-threaded, 5 boots per kernel, 3 runs of 514-721 s), share of
-    // the thread's switch-ins on the IRQ CPU: base run medians 10.8%, 18.9%, 25.0%, single boots
-    // 2.9-26.6%; revert run medians 94.6%, 92.3%, 87.5%, single boots 81.2-95.9%; in the IRQ's
-    // CCX base 15.3-69.9%, revert 98.4-99.7% (runs 1-2); p=0.008 on both shares and on wakeups
-    // aimed at the IRQ CPU in every run. Balancer and cross-CCX migrations did not differ (p >= 0.3): the
-    // split is the wakeup choice, as on the ioat runs.
-    let experiment = Experiment::new(DmaWakeup::seed().engine(DmaEngine::Ptdma))
-        .named("dma-wakeup-ptdma-cross-llc")
-        .topology("ci-epyc-2ccx");
+    // Measured here (TCG single-threaded, 5 boots per kernel): with 128 KiB buffers on the
+    // lab-minimal v6.12, two boots side by side (one run, 292 s in the suite): base median
+    // 16.4% on the IRQ CPU (9.2-49.7%), revert 92.2% (82.6-95.2%), in the IRQ's CCX revert
+    // 95.5-98.5%, p=0.008 on the three asserted metrics. Earlier, with the seed's 1 MiB buffers
+    // on the defconfig kernel (3 runs of 514-721 s): base run medians 10.8-25.0%, revert
+    // 87.5-94.6%. Balancer and cross-CCX migrations did not differ (p >= 0.3): the split is the
+    // wakeup choice, as on the ioat runs.
+    let experiment = Experiment::new(
+        DmaWakeup::seed()
+            .engine(DmaEngine::Ptdma)
+            .dmatest(tcg_dmatest()),
+    )
+    .named("dma-wakeup-ptdma-cross-llc")
+    .topology("ci-epyc-2ccx");
     let (_lab, outcome) = run(experiment).await;
     assert_the_thread_follows_the_irq_only_with_the_revert(&outcome, 80.0);
 }

@@ -76,6 +76,34 @@ impl Dmatest {
         self
     }
 
+    /// The source and destination buffer size; dmatest verifies both whole buffers after each
+    /// copy, so this sets the thread's computing time per copy (it must exceed
+    /// `transfer_size`, or dmatest refuses to start).
+    pub fn test_buf_size(mut self, bytes: u32) -> Self {
+        self.test_buf_size = bytes;
+        self
+    }
+
+    /// Refuses what dmatest would refuse only inside the guest (where a bad value shows up as a
+    /// thread that never starts), naming the parameter.
+    pub fn check(&self) -> Result<()> {
+        if self.iterations == 0 {
+            bail!("iterations is 0: dmatest would run until stopped");
+        }
+        if self.threads_per_chan == 0 {
+            bail!("threads_per_chan is 0: dmatest would start no thread");
+        }
+        // 0 lets dmatest choose lengths itself.
+        if self.transfer_size != 0 && self.transfer_size >= self.test_buf_size {
+            bail!(
+                "transfer_size {:#x} must be below test_buf_size {:#x} (dmatest refuses it)",
+                self.transfer_size,
+                self.test_buf_size
+            );
+        }
+        Ok(())
+    }
+
     /// `modprobe dmatest` arguments (everything except `channel` and `run`, which are written
     /// through sysfs after load so the channel can be chosen once the driver has bound).
     pub fn module_args(&self) -> String {
@@ -153,6 +181,7 @@ impl Dmatest {
 
     /// Runs dmatest in `vm` and parses its results.
     pub async fn run(&self, vm: &Vm) -> Result<DmatestResult> {
+        self.check()?;
         let limit = Duration::from_millis(
             u64::from(self.iterations) * u64::from(self.timeout_ms.max(1)) + 120_000,
         );
@@ -310,6 +339,33 @@ mod tests {
             .status()
             .unwrap();
         assert!(status.success(), "not valid shell:\n{script}");
+    }
+
+    #[test]
+    fn parameters_dmatest_refuses_are_refused_before_the_guest() {
+        assert!(Dmatest::seed_parameters().check().is_ok());
+        assert!(Dmatest::seed_parameters()
+            .test_buf_size(0x20000)
+            .check()
+            .is_ok());
+        let err = Dmatest::seed_parameters()
+            .test_buf_size(0x10000)
+            .check()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("transfer_size 0x10000") && err.contains("test_buf_size"),
+            "{err}"
+        );
+        let err = Dmatest::seed_parameters()
+            .iterations(0)
+            .check()
+            .unwrap_err();
+        assert!(err.to_string().contains("iterations"), "{err}");
+        assert!(Dmatest::seed_parameters()
+            .threads_per_chan(0)
+            .check()
+            .is_err());
     }
 
     #[test]

@@ -207,6 +207,7 @@ impl Scenario for DmaWakeup {
     }
 
     fn plan(&self, params: &DmaWakeupParams, topology: &Topology) -> Result<BootPlan> {
+        params.dmatest.check().context("dmatest")?;
         let irq_cpu = params.irq_cpu(topology)?;
         let device = match params.engine {
             DmaEngine::Ioat => DeviceSpec::ioat(1),
