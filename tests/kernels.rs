@@ -1,8 +1,15 @@
 //! Kernels as recipes: two lab-built kernels boot side by side and each guest reports its own
-//! identity; a scheduler-feature variant is in effect in the guest.
+//! identity; a scheduler-feature variant is in effect in the guest; the default (lab-minimal)
+//! kernel has, and serves, everything the lab reads in a guest.
+//!
+//! What the default kernel must do for each device kind is exercised where the devices are:
+//! NVMe and the NIC bind and get pinned in `tests/devices.rs`, ioatdma and ptdma bind and pass
+//! dmatest with their completions on the pinned CPU in `tests/dma_engines.rs`; topology (nodes,
+//! distances, LLCs, SMT) is checked in `tests/topology.rs`.
 
 mod common;
 
+use lab::observe::{parse_trace, TaskTrace};
 use lab::variant::Variant;
 use lab::BootOptions;
 
@@ -96,5 +103,92 @@ async fn sched_feature_variant_is_in_effect_in_the_guest() {
         !after.split_whitespace().any(|f| f == "RUN_TO_PARITY"),
         "{after}"
     );
+    vm.shutdown().await.unwrap();
+}
+
+/// The default kernel's own config (`/proc/config.gz`) has every symbol of
+/// `lab::kernel::config::LAB_NEEDS`, and what the lab reads works: the agent's mounts, cgroup v2
+/// controllers, the scheduler's debugfs and sysctl files, IRQ affinity files, and the four
+/// tracefs events `lab::observe` records.
+#[tokio::test]
+async fn the_default_kernel_has_and_serves_what_the_lab_reads() {
+    let lab = common::lab().await;
+    let vm = lab
+        .boot(BootOptions::named("kernels-lab-needs"))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+
+    let config = vm.sh("zcat /proc/config.gz").await.unwrap();
+    let unmet = lab::kernel::config::unmet_needs(&lab::kernel::config::parse_dot_config(&config));
+    assert!(
+        unmet.is_empty(),
+        "the default kernel lacks what the lab needs: {unmet:#?}"
+    );
+
+    let facts = vm
+        .sh("echo mounts $(awk '{print $3}' /proc/mounts | sort -u)\n\
+             echo controllers $(cat /sys/fs/cgroup/cgroup.controllers)\n\
+             echo features $(wc -w < /sys/kernel/debug/sched/features)\n\
+             echo schedstat $(head -1 /proc/schedstat)\n\
+             echo nodes $(cat /sys/devices/system/node/online)\n\
+             echo numa_balancing $(cat /proc/sys/kernel/numa_balancing)\n\
+             echo effective $(cat /proc/irq/4/effective_affinity_list)\n\
+             echo filesystems $(awk '{print $NF}' /proc/filesystems | sort -u)\n\
+             echo year $(date +%Y)\n")
+        .await
+        .unwrap();
+    println!("{facts}");
+    let fact = |key: &str| -> Vec<String> {
+        facts
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} ")))
+            .unwrap_or_else(|| panic!("no {key} in {facts}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let has = |key: &str, want: &[&str]| {
+        let got = fact(key);
+        for w in want {
+            assert!(got.iter().any(|g| g == w), "{key}: no {w} in {got:?}");
+        }
+    };
+    // What the agent mounts as PID 1 (lab/agent/src/main.rs), each one a kernel feature.
+    has(
+        "mounts",
+        &[
+            "proc", "sysfs", "devtmpfs", "devpts", "tmpfs", "debugfs", "tracefs", "cgroup2",
+        ],
+    );
+    has("controllers", &["cpu", "cpuset"]);
+    has("filesystems", &["ext4"]);
+    assert!(fact("features")[0].parse::<u32>().unwrap() > 10, "{facts}");
+    assert_eq!(fact("schedstat")[0], "version", "{facts}");
+    // NUMA balancing is on by default wherever there is more than one node.
+    let multi_node = fact("nodes")[0].contains(['-', ',']);
+    assert_eq!(fact("numa_balancing"), [if multi_node { "1" } else { "0" }]);
+    assert!(!fact("effective").is_empty(), "{facts}");
+    // The wall-clock date from the CMOS clock (read by x86 setup code, no RTC driver needed).
+    assert!(fact("year")[0].parse::<u32>().unwrap() >= 2024, "{facts}");
+
+    // The events lab::observe records, all at once: every task, and the agent's virtio-serial
+    // interrupt (each request from the host raises it). Changing the shell's CPU twice makes a
+    // migration whatever CPU it started on.
+    let trace = TaskTrace::of("").with_irq("virtio");
+    trace.start(&vm).await.unwrap();
+    vm.sh("taskset -c 2 true; taskset -c 6 true; sleep 0.05")
+        .await
+        .unwrap();
+    let text = trace.stop(&vm).await.unwrap();
+    let events = parse_trace(&text);
+    for name in [
+        "sched_switch",
+        "sched_wakeup",
+        "sched_migrate_task",
+        "irq_handler_entry",
+    ] {
+        let n = events.iter().filter(|e| e.name == name).count();
+        assert!(n > 0, "no {name} among {} events", events.len());
+    }
     vm.shutdown().await.unwrap();
 }

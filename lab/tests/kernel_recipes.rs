@@ -13,8 +13,9 @@ use lab::variant::Variant;
 
 /// The fake kernel's Makefile. `olddefconfig` keeps the last assignment of each symbol, honours
 /// `# CONFIG_X is not set`, and drops CONFIG_DROPPED (as Kconfig drops an option with unmet
-/// dependencies) and CONFIG_NOT_IN_KCONFIG (as it drops a symbol it does not know). `bzImage` embeds the release, `uname -v` and the source file, so a test can see
-/// what was built. Every compile of `sched.c` appends a line to `COUNTER`.
+/// dependencies) and CONFIG_NOT_IN_KCONFIG (as it drops a symbol it does not know). `bzImage`
+/// derives the release from `.config` (as kbuild's syncconfig does) and embeds it, `uname -v`
+/// and the source file, so a test can see what was built. Every compile of `sched.c` appends a line to `COUNTER`.
 const MAKEFILE: &str = r##"
 O ?= .
 x86_64_defconfig:
@@ -24,14 +25,14 @@ kvm_guest.config:
 olddefconfig:
 	awk '/^CONFIG_(DROPPED|NOT_IN_KCONFIG)=/ {next} /^CONFIG_/ {k=substr($$0,1,index($$0,"=")-1); v[k]=$$0; if (!(k in seen)) {seen[k]=1; order[++n]=k}} /^# CONFIG_.* is not set/ {delete v[$$2]} END {for (i=1;i<=n;i++) if (order[i] in v) print v[order[i]]}' $(O)/.config > $(O)/.config.new
 	mv $(O)/.config.new $(O)/.config
-	mkdir -p $(O)/include/config $(O)/include/generated
-	printf '1.2.3%s\n' "$$(sed -n 's/^CONFIG_LOCALVERSION="\(.*\)"/\1/p' $(O)/.config)" > $(O)/include/config/kernel.release
-	printf '#define UTS_VERSION "#%s SMP fake"\n' "$$KBUILD_BUILD_VERSION" > $(O)/include/generated/utsversion.h
 $(O)/sched.o: sched.c
 	@echo "  CC      sched.o"
 	echo built >> COUNTER_PATH
 	cp sched.c $(O)/sched.o
 bzImage: $(O)/sched.o
+	mkdir -p $(O)/include/config $(O)/include/generated
+	printf '1.2.3%s\n' "$$(sed -n 's/^CONFIG_LOCALVERSION="\(.*\)"/\1/p' $(O)/.config)" > $(O)/include/config/kernel.release
+	printf '#define UTS_VERSION "#%s SMP fake"\n' "$$KBUILD_BUILD_VERSION" > $(O)/include/generated/utsversion.h
 	mkdir -p $(O)/arch/x86/boot
 	{ cat $(O)/include/config/kernel.release; cat $(O)/include/generated/utsversion.h; cat $(O)/sched.o; } > $(O)/arch/x86/boot/bzImage
 modules:
@@ -251,15 +252,42 @@ fn base_then_variant_builds_incrementally_with_distinct_identity() {
         .is_err());
     let config = fs::read_to_string(variant.config()).unwrap();
     assert!(config.contains("CONFIG_DMA=m") && !config.contains("CONFIG_BASE=y"));
-    assert!(fs::read_to_string(variant.build_log())
-        .unwrap()
-        .contains("good.patch"));
+    let log = fs::read_to_string(variant.build_log()).unwrap();
+    assert!(log.contains("good.patch"));
+    // Same defconfig and fragments as the base: its .config is reused, not regenerated.
+    assert!(log.contains("the base's .config"), "{log}");
+    assert!(!log.contains("$ make O=obj x86_64_defconfig"), "{log}");
+    assert!(!log.contains("$ make O=obj olddefconfig"), "{log}");
 
     // Cached now: no more compiles, same entry.
     let again = kernel::build(&f.cache, "base+good", &f.opts).unwrap();
     assert_eq!(again.dir, variant.dir);
     assert_eq!(f.compiles(), 2);
     assert_eq!(kernel::list(&f.cache).unwrap().len(), 2);
+}
+
+#[test]
+fn a_variant_with_a_fragment_of_its_own_configures_from_the_defconfig() {
+    if !have_tools() {
+        return;
+    }
+    let f = Fixture::new();
+    fs::write(f.opts.dirs.config.join("extra.config"), "CONFIG_EXTRA=y\n").unwrap();
+    f.recipe(
+        "base+extra",
+        "base = \"base\"\npatches = [\"good.patch\"]\nconfig = [\"extra.config\"]\n",
+    );
+    kernel::build(&f.cache, "base", &f.opts).unwrap();
+    let variant = kernel::build(&f.cache, "base+extra", &f.opts).unwrap();
+    assert!(variant.manifest.build.incremental_from.is_some());
+    let config = fs::read_to_string(variant.config()).unwrap();
+    assert!(
+        config.contains("CONFIG_EXTRA=y") && config.contains("CONFIG_DMA=m"),
+        "{config}"
+    );
+    assert!(!config.contains("CONFIG_BASE=y"), "{config}");
+    let log = fs::read_to_string(variant.build_log()).unwrap();
+    assert!(log.contains("$ make O=obj x86_64_defconfig"), "{log}");
 }
 
 #[test]

@@ -277,6 +277,7 @@ pub fn build_recipe(cache: &Cache, recipe: &Recipe, opts: &BuildOptions) -> Resu
             tmp,
             log: File::create(&log_path)?,
             resolver: &mut resolver,
+            started: Instant::now(),
         }
         .run(base.as_ref());
         if result.is_err() {
@@ -308,13 +309,19 @@ struct Builder<'a, 'r> {
     tmp: &'a Path,
     log: File,
     resolver: &'a mut SourceResolver<'r>,
+    /// When the build started: every phase and make call in the log carries its offset.
+    started: Instant,
 }
 
 impl Builder<'_, '_> {
     fn run(mut self, base: Option<&BuiltKernel>) -> Result<()> {
-        let started = Instant::now();
+        let started = self.started;
         let tree = self.tmp.join("tree");
         let base_tree = base.and_then(|b| b.tree().map(|t| (b, t)));
+        // A variant that only adds patches has its base's config but for the release suffix.
+        let config_as_base = base_tree
+            .as_ref()
+            .is_some_and(|(b, _)| same_config_inputs(&b.manifest, self.recipe));
         let incremental_from = match base_tree {
             Some((b, base_tree)) => {
                 self.phase(&format!(
@@ -348,7 +355,7 @@ impl Builder<'_, '_> {
                 None
             }
         };
-        self.configure(&tree)?;
+        self.configure(&tree, config_as_base)?;
         let steps = self.make(&tree, &["bzImage", "modules"], "building")?;
         self.install(&tree)?;
         let release = fs::read_to_string(tree.join("obj/include/config/kernel.release"))
@@ -399,21 +406,33 @@ impl Builder<'_, '_> {
 
     fn phase(&mut self, what: &str) -> Result<()> {
         tracing::info!("kernel {}: {what}", self.recipe.name);
-        writeln!(self.log, "### {what}")?;
+        writeln!(
+            self.log,
+            "### [{:7.1} s] {what}",
+            self.started.elapsed().as_secs_f64()
+        )?;
         Ok(())
     }
 
     /// The host tools under `obj/tools` (objtool) are built by their own build system, which
-    /// records absolute paths: in the copied tree it rebuilds them, and a newer objtool makes
-    /// kbuild recompile every object. Rebuild them now, then put their timestamps back to the
-    /// base's, so the kernel build sees them as unchanged.
+    /// records absolute paths in its `.cmd` files: in the copied tree every recorded command
+    /// looks changed, it rebuilds objtool (8-30 s here), and a newer objtool makes kbuild
+    /// recompile every object. So the base tree's path is first rewritten to this tree's in
+    /// those files ([`relocate_tool_cmds`]), which leaves the tools build nothing to do; then
+    /// make runs anyway and whatever it still rebuilt gets the base's timestamps back, so the
+    /// kernel build sees the tools as unchanged.
     fn settle_tools(&mut self, tree: &Path) -> Result<()> {
         let tools = tree.join("obj/tools");
         let Ok(objtool) = fs::metadata(tools.join("objtool/objtool")) else {
             return Ok(());
         };
         let when = objtool.modified()?;
-        self.phase("rebuilding objtool for the copied tree")?;
+        let relocated = relocate_tool_cmds(&tools, tree)?;
+        writeln!(
+            self.log,
+            "rewrote the tree path in {relocated} .cmd files under obj/tools"
+        )?;
+        self.phase("checking objtool in the copied tree")?;
         self.make(tree, &["tools/objtool"], "objtool")?;
         let mut reset = 0usize;
         let mut stack = vec![tools];
@@ -448,13 +467,21 @@ impl Builder<'_, '_> {
     }
 
     /// defconfig, kernel fragments, lab fragments + LOCALVERSION, olddefconfig, then the check.
-    fn configure(&mut self, tree: &Path) -> Result<()> {
-        self.phase("configuring")?;
-        let defconfig = self.recipe.defconfig.clone();
-        self.make(tree, &[defconfig.as_str()], "defconfig")?;
-        let targets = self.recipe.kconfig_targets.clone();
-        for t in &targets {
-            self.make(tree, &[t.as_str()], t)?;
+    /// With `as_base` (the copied tree's `.config` came from the same defconfig, targets and
+    /// fragments) the base's `.config` is kept with only its release suffix replaced: the
+    /// defconfig and olddefconfig steps would write the same file again, and the build's own
+    /// syncconfig applies the new suffix (one Kconfig pass instead of three).
+    fn configure(&mut self, tree: &Path, as_base: bool) -> Result<()> {
+        if as_base {
+            self.phase("configuring (the base's .config with this build's release suffix)")?;
+        } else {
+            self.phase("configuring")?;
+            let defconfig = self.recipe.defconfig.clone();
+            self.make(tree, &[defconfig.as_str()], "defconfig")?;
+            let targets = self.recipe.kconfig_targets.clone();
+            for t in &targets {
+                self.make(tree, &[t.as_str()], t)?;
+            }
         }
         let mut settings: Vec<Setting> = Vec::new();
         let mut merged = String::new();
@@ -462,7 +489,9 @@ impl Builder<'_, '_> {
             let text = fs::read_to_string(&f.path)
                 .with_context(|| format!("reading {}", f.path.display()))?;
             settings.extend(config::parse_fragment(&f.name, &text)?);
-            merged.push_str(&format!("\n# --- {} ---\n{text}\n", f.name));
+            if !as_base {
+                merged.push_str(&format!("\n# --- {} ---\n{text}\n", f.name));
+            }
         }
         let localversion = format!("CONFIG_LOCALVERSION=\"{}\"\n", local_version(self.key));
         settings.extend(config::parse_fragment(
@@ -471,10 +500,13 @@ impl Builder<'_, '_> {
         )?);
         merged.push_str(&localversion);
         let dot_config = tree.join("obj/.config");
-        let mut file = fs::OpenOptions::new().append(true).open(&dot_config)?;
-        file.write_all(merged.as_bytes())?;
-        drop(file);
-        self.make(tree, &["olddefconfig"], "olddefconfig")?;
+        let replaced = as_base && replace_localversion(&dot_config, localversion.trim_end())?;
+        if !replaced {
+            let mut file = fs::OpenOptions::new().append(true).open(&dot_config)?;
+            file.write_all(merged.as_bytes())?;
+            drop(file);
+            self.make(tree, &["olddefconfig"], "olddefconfig")?;
+        }
         let text = fs::read_to_string(&dot_config)?;
         let mut bad = config::mismatches(&settings, &config::parse_dot_config(&text));
         if let Some(first) = bad.first_mut() {
@@ -487,6 +519,17 @@ impl Builder<'_, '_> {
             return Err(
                 anyhow::Error::new(first).context(format!("also wrong: {}", others.join(", ")))
             );
+        }
+        // A recipe may start from any defconfig; say early what the lab will miss in its guests.
+        for (who, symbol, wanted, got) in config::unmet_needs(&config::parse_dot_config(&text)) {
+            tracing::warn!(
+                "kernel {}: {symbol} is {got}, but {who} needs ={wanted}",
+                self.recipe.name
+            );
+            writeln!(
+                self.log,
+                "warning: {symbol} is {got}, but {who} needs ={wanted}"
+            )?;
         }
         Ok(())
     }
@@ -514,9 +557,18 @@ impl Builder<'_, '_> {
             .env_remove("ARCH")
             .env_remove("CROSS_COMPILE")
             .env_remove("MAKEFLAGS");
-        writeln!(self.log, "$ make O=obj {}", targets.join(" "))?;
+        writeln!(
+            self.log,
+            "$ make O=obj {}    [at {:.1} s]",
+            targets.join(" "),
+            self.started.elapsed().as_secs_f64()
+        )?;
+        let make_started = Instant::now();
         let (reader, writer) = std::io::pipe()?;
-        cmd.stdout(writer.try_clone()?).stderr(writer);
+        // Kconfig asks on stdin about symbols a .config lacks; the lab never answers.
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(writer.try_clone()?)
+            .stderr(writer);
         let mut child = cmd
             .spawn()
             .context("running make (install make, gcc, flex, bison, bc, libelf-dev, libssl-dev)")?;
@@ -540,6 +592,12 @@ impl Builder<'_, '_> {
         }
         let status = child.wait()?;
         drop(task);
+        writeln!(
+            self.log,
+            "# make {} took {:.1} s",
+            targets.join(" "),
+            make_started.elapsed().as_secs_f64()
+        )?;
         if !status.success() {
             let tail: Vec<String> = tail.into_iter().collect();
             bail!(
@@ -602,6 +660,39 @@ impl Builder<'_, '_> {
     }
 }
 
+/// Replaces the `CONFIG_LOCALVERSION=` line of `dot_config` with `line`; false when it has none.
+fn replace_localversion(dot_config: &Path, line: &str) -> Result<bool> {
+    let text = fs::read_to_string(dot_config)?;
+    let mut found = false;
+    let mut out = String::with_capacity(text.len() + line.len());
+    for l in text.lines() {
+        if l.starts_with("CONFIG_LOCALVERSION=") {
+            found = true;
+            out.push_str(line);
+        } else {
+            out.push_str(l);
+        }
+        out.push('\n');
+    }
+    if found {
+        fs::write(dot_config, out)?;
+    }
+    Ok(found)
+}
+
+/// Whether `recipe` configures exactly as the build recorded in `base` did: same defconfig,
+/// kernel targets and lab fragments (by name and content). Only the release suffix differs.
+fn same_config_inputs(base: &Manifest, recipe: &Recipe) -> bool {
+    let fragments = |f: &[FragmentRef]| -> Vec<(String, String)> {
+        f.iter()
+            .map(|f| (f.name.clone(), f.sha256.clone()))
+            .collect()
+    };
+    base.defconfig == recipe.defconfig
+        && base.kconfig_targets == recipe.kconfig_targets
+        && fragments(&base.config_fragments) == fragments(&recipe.config)
+}
+
 fn describe(source: &ResolvedSource) -> String {
     match &source.source {
         recipe::Source::Debian { package } => package.clone(),
@@ -661,6 +752,64 @@ fn copy_tree(base: &Path, dest: &Path, log: &mut File) -> Result<()> {
     }
     writeln!(log, "copied {} -> {}", base.display(), dest.display())?;
     Ok(())
+}
+
+/// Rewrites the tree path that the `.cmd` files under `tools` (a copied `obj/tools`) record,
+/// the path of the tree they were built in, to `tree`'s, keeping each file's timestamp.
+/// Returns how many files changed (0 when they already name `tree` or name no tree).
+fn relocate_tool_cmds(tools: &Path, tree: &Path) -> Result<usize> {
+    let mut cmds = Vec::new();
+    let mut stack = vec![tools.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir)?.flatten() {
+            let ft = e.file_type()?;
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if ft.is_file() && name.starts_with('.') && name.ends_with(".cmd") {
+                cmds.push(e.path());
+            }
+        }
+    }
+    cmds.sort();
+    // "cmd_<tree>/obj/tools/objtool/check.o := gcc ...": the target names the old tree.
+    let old = cmds.iter().find_map(|f| {
+        let text = fs::read_to_string(f).ok()?;
+        let target = text
+            .lines()
+            .next()?
+            .strip_prefix("cmd_")?
+            .split(" := ")
+            .next()?;
+        let at = target.find("/obj/tools/")?;
+        Some(target[..at].to_string())
+    });
+    // kbuild runs in the physical directory (make -C resolves symlinks), so compare with that.
+    let new = fs::canonicalize(tree)
+        .with_context(|| format!("resolving {}", tree.display()))?
+        .display()
+        .to_string();
+    let Some(old) = old.filter(|old| *old != new) else {
+        return Ok(0);
+    };
+    let (old, new) = (format!("{old}/"), format!("{new}/"));
+    let mut changed = 0;
+    for f in cmds {
+        let text = fs::read_to_string(&f)?;
+        if !text.contains(&old) {
+            continue;
+        }
+        let when = fs::metadata(&f)?.modified()?;
+        fs::write(&f, text.replace(&old, &new))?;
+        File::options()
+            .write(true)
+            .open(&f)?
+            .set_modified(when)
+            .with_context(|| format!("restoring the timestamp of {}", f.display()))?;
+        changed += 1;
+    }
+    Ok(changed)
 }
 
 /// One cached kernel.
@@ -847,5 +996,64 @@ impl std::fmt::Display for GcReport {
             self.failed_logs_removed,
             self.staging_removed
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copied `obj/tools` whose `.cmd` files name the tree it was built in: after the rewrite
+    /// they name the new tree, keep their timestamps, and other files are left alone.
+    #[test]
+    fn tool_cmds_follow_the_copied_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("staging-b/tree");
+        let old = "/cache/kernels/.staging/aaaa-XYZ/tree";
+        let objtool = tree.join("obj/tools/objtool");
+        fs::create_dir_all(objtool.join("libsubcmd")).unwrap();
+        let cmd = |o: &str| {
+            format!(
+                "cmd_{old}/obj/tools/objtool/{o} := gcc -Wp,-MD,{old}/obj/tools/objtool/.{o}.d \
+                 -o {old}/obj/tools/objtool/{o} {old}/tools/objtool/{o}.c\n\
+                 source_{old}/obj/tools/objtool/{o} := {old}/tools/objtool/{o}.c\n"
+            )
+        };
+        let files = [
+            (objtool.join(".check.o.cmd"), cmd("check.o")),
+            (objtool.join("libsubcmd/.help.o.cmd"), cmd("help.o")),
+            (objtool.join("check.o"), format!("binary {old}/tools")),
+        ];
+        let when = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        for (path, text) in &files {
+            fs::write(path, text).unwrap();
+            File::options()
+                .write(true)
+                .open(path)
+                .unwrap()
+                .set_modified(when)
+                .unwrap();
+        }
+
+        assert_eq!(
+            relocate_tool_cmds(&tree.join("obj/tools"), &tree).unwrap(),
+            2
+        );
+        let new = fs::canonicalize(&tree).unwrap().display().to_string();
+        for (path, _) in &files[..2] {
+            let text = fs::read_to_string(path).unwrap();
+            assert!(!text.contains(old), "{text}");
+            assert!(
+                text.starts_with(&format!("cmd_{new}/obj/tools/objtool/")),
+                "{text}"
+            );
+            assert_eq!(fs::metadata(path).unwrap().modified().unwrap(), when);
+        }
+        assert!(fs::read_to_string(&files[2].0).unwrap().contains(old));
+        // Already relocated: nothing to do.
+        assert_eq!(
+            relocate_tool_cmds(&tree.join("obj/tools"), &tree).unwrap(),
+            0
+        );
     }
 }

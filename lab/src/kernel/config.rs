@@ -29,6 +29,142 @@ pub struct ConfigMismatch {
     pub hint: String,
 }
 
+/// One thing the lab does in a guest and the kernel config it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need {
+    /// Who needs it (the lab module, device kind or test), for messages.
+    pub who: &'static str,
+    /// `(symbol without CONFIG_, value)`: `y`, or `m` for what the lab loads with modprobe.
+    pub symbols: &'static [(&'static str, &'static str)],
+}
+
+/// What the lab's guests use, as kernel config: a kernel without one of these boots but fails
+/// the part of the lab named in `who` (often as a boot timeout or a missing sysfs file). The
+/// default recipe's fragments ask for every symbol here that Kconfig lets one set (a unit test
+/// below checks that, and the build's line-by-line check then guarantees the built config);
+/// `tests/kernels.rs` checks the running guest's `/proc/config.gz` against the whole table;
+/// builds of other recipes log what they lack. `SCHED_DEBUG` (debugfs `sched/features`, up to
+/// 6.15) is not listed: from 6.16 on the interface exists without it, so `sched-debug.config`
+/// asks for it in the recipes of the series that have it and `tests/kernels.rs` checks the
+/// file itself.
+pub const LAB_NEEDS: &[Need] = &[
+    Need {
+        who: "the agent as PID 1 (lab/agent: mounts, pipes, threads, busybox)",
+        symbols: &[
+            ("BLK_DEV_INITRD", "y"),
+            ("BINFMT_ELF", "y"),
+            ("BINFMT_SCRIPT", "y"),
+            ("PROC_FS", "y"),
+            ("SYSFS", "y"),
+            ("DEVTMPFS", "y"),
+            ("TMPFS", "y"),
+            ("UNIX98_PTYS", "y"),
+            ("CGROUPS", "y"),
+            ("FUTEX", "y"),
+            ("EPOLL", "y"),
+            ("MULTIUSER", "y"),
+        ],
+    },
+    Need {
+        who: "the agent's channel (virtio-serial port lab.agent, lab::vm)",
+        symbols: &[
+            ("PCI", "y"),
+            ("VIRTIO_PCI", "y"),
+            ("VIRTIO_CONSOLE", "y"),
+        ],
+    },
+    Need {
+        who: "the serial console (console=ttyS0, panic detection in lab::vm)",
+        symbols: &[
+            ("PRINTK", "y"),
+            ("SERIAL_8250", "y"),
+            ("SERIAL_8250_CONSOLE", "y"),
+        ],
+    },
+    Need {
+        who: "guest power-off (lab bench boot's hand-written QEMU line ends with poweroff -f)",
+        symbols: &[("ACPI", "y"), ("ACPI_SYSTEM_POWER_STATES_SUPPORT", "y")],
+    },
+    Need {
+        who: "topologies (tests/topology.rs: NUMA nodes and distances from ACPI SRAT/SLIT, LLC and SMT domains)",
+        symbols: &[
+            ("SMP", "y"),
+            ("NUMA", "y"),
+            ("X86_64_ACPI_NUMA", "y"),
+            ("SCHED_MC", "y"),
+            ("SCHED_SMT", "y"),
+        ],
+    },
+    Need {
+        who: "DeviceKind::LabDma (ioatdma, ptdma and dmatest, loaded with modprobe)",
+        symbols: &[
+            ("PCI_MSI", "y"),
+            ("MODULES", "y"),
+            ("MODULE_UNLOAD", "y"),
+            ("DMADEVICES", "y"),
+            ("DMA_ENGINE", "y"),
+            ("INTEL_IOATDMA", "m"),
+            ("AMD_PTDMA", "m"),
+            ("DMATEST", "m"),
+        ],
+    },
+    Need {
+        who: "DeviceKind::Nvme (QEMU's nvme controller)",
+        symbols: &[("BLOCK", "y"), ("BLK_DEV_NVME", "y")],
+    },
+    Need {
+        who: "DeviceKind::Nic (virtio-net-pci)",
+        symbols: &[("NET", "y"), ("INET", "y"), ("VIRTIO_NET", "y")],
+    },
+    Need {
+        who: "IRQ pinning (lab::devices: /proc/irq/N/smp_affinity_list, effective_affinity_list)",
+        symbols: &[("GENERIC_IRQ_EFFECTIVE_AFF_MASK", "y")],
+    },
+    Need {
+        who: "tests/dma_engines.rs (busybox devmem on a device's BAR)",
+        symbols: &[("DEVMEM", "y")],
+    },
+    Need {
+        who: "lab::observe (tracefs: sched_switch, sched_wakeup, sched_migrate_task, irq_handler_entry)",
+        symbols: &[
+            ("FTRACE", "y"),
+            ("TRACING", "y"),
+            ("EVENT_TRACING", "y"),
+            ("TRACEPOINTS", "y"),
+        ],
+    },
+    Need {
+        who: "scheduler settings (lab::kernel::boot: debugfs features, /proc/sys sysctls)",
+        symbols: &[
+            ("DEBUG_FS", "y"),
+            ("PROC_SYSCTL", "y"),
+            ("SCHEDSTATS", "y"),
+            ("NUMA_BALANCING", "y"),
+        ],
+    },
+];
+
+/// Every [`LAB_NEEDS`] symbol that `dot_config` does not have at the needed value, with who
+/// needs it: `(who, CONFIG_SYMBOL, wanted, got)`.
+pub fn unmet_needs(
+    dot_config: &HashMap<String, String>,
+) -> Vec<(&'static str, String, &'static str, String)> {
+    let mut out = Vec::new();
+    for need in LAB_NEEDS {
+        for (sym, wanted) in need.symbols {
+            let symbol = format!("CONFIG_{sym}");
+            let got = dot_config
+                .get(&symbol)
+                .cloned()
+                .unwrap_or_else(|| "not set".to_string());
+            if got != *wanted {
+                out.push((need.who, symbol, *wanted, got));
+            }
+        }
+    }
+    out
+}
+
 /// Parses a fragment; other lines must be comments or blank.
 pub fn parse_fragment(name: &str, text: &str) -> Result<Vec<Setting>> {
     let mut out = Vec::new();
@@ -209,6 +345,54 @@ mod tests {
             ("CONFIG_D", "not set")
         );
         assert!(m[1].to_string().contains("lab.config:4"));
+    }
+
+    /// The default recipe asks for everything the lab needs, so the build's line-by-line check
+    /// (not repeated here) guarantees it in every built default kernel.
+    #[test]
+    fn the_default_recipe_asks_for_every_lab_need() {
+        let dirs = crate::kernel::RecipeDirs::at(crate::repo_path("images/kernels"));
+        let recipe = crate::kernel::load_recipe(&dirs, crate::kernel::DEFAULT_RECIPE).unwrap();
+        let mut requested = HashMap::new();
+        for f in &recipe.config {
+            let text = std::fs::read_to_string(&f.path).unwrap();
+            for s in parse_fragment(&f.name, &text).unwrap() {
+                requested.insert(s.symbol, s.value);
+            }
+        }
+        let unmet = unmet_needs(&requested);
+        assert!(
+            unmet.is_empty(),
+            "{} does not ask for: {unmet:#?}",
+            recipe.name
+        );
+    }
+
+    #[test]
+    fn unmet_needs_name_who_needs_the_symbol() {
+        let mut dot = HashMap::new();
+        for need in LAB_NEEDS {
+            for (sym, value) in need.symbols {
+                dot.insert(format!("CONFIG_{sym}"), value.to_string());
+            }
+        }
+        assert!(unmet_needs(&dot).is_empty());
+        dot.insert("CONFIG_INTEL_IOATDMA".into(), "y".into());
+        dot.remove("CONFIG_VIRTIO_CONSOLE");
+        let unmet = unmet_needs(&dot);
+        assert_eq!(unmet.len(), 2, "{unmet:?}");
+        assert!(unmet
+            .iter()
+            .any(|(who, sym, wanted, got)| who.contains("agent")
+                && sym == "CONFIG_VIRTIO_CONSOLE"
+                && *wanted == "y"
+                && got == "not set"));
+        assert!(unmet
+            .iter()
+            .any(|(who, sym, wanted, got)| who.contains("LabDma")
+                && sym == "CONFIG_INTEL_IOATDMA"
+                && *wanted == "m"
+                && got == "y"));
     }
 
     #[test]
