@@ -155,18 +155,31 @@ async fn cross_llc_irq_pulls_the_thread_only_with_the_revert() {
 
 #[tokio::test]
 async fn same_llc_irq_keeps_the_thread_in_its_llc() {
-    // Measured here (TCG single-threaded, 5 boots each, IRQ on CPU 1, thread started on CPU 0,
-    // both in LLC 0-1): revert 75.7-97.6% on the IRQ CPU and 95.2-99.1% in the LLC; base
-    // 0.0-26.7% on the IRQ CPU and 0.0-61.8% in the LLC (it drifts to the node's other LLC, in
-    // one boot to the other node). Cross-LLC migrations per 100 completions: base 0.5-0.9,
-    // revert 1.1-5.7.
+    // The IRQ's CPU shares the thread's LLC, so v6.12's wake_affine_idle() takes its
+    // shared-cache case: it keeps the thread on its previous CPU when that is idle, and the
+    // revert moves it to the interrupted CPU. So the revert runs it on the IRQ CPU far more, and
+    // keeps it in the LLC. Measured here with 128 KiB buffers on the lab-minimal v6.12 (two
+    // boots side by side, two runs): IRQ CPU base 0.0-11.3% (medians 0.0, 0.0), revert
+    // 75.5-97.0% (medians 90.1, 90.4), p=0.008; in the LLC revert 89.9-99.3% (medians 97.9,
+    // 99.2), base 3.5-99.8%.
+    // Whether the base thread stays in the LLC is not the wakeup path's doing but the load
+    // balancer's: with the seed's 1 MiB buffers it computed ~40 ms per copy and the balancer
+    // moved it out in every boot (0.0-61.8% in the LLC, p=0.008 against the revert); with 128
+    // KiB it is moved in some boots (balancer migrations 6.5 per 100 completions in the one
+    // that left) and not in others (86.5%, 99.8%), p=0.048. So "more in the LLC than the base"
+    // is no longer asserted; "on the IRQ CPU" is, and the revert's LLC share is.
     let (_lab, outcome) = run(s1("dma-wakeup-same-llc", IrqPlacement::SameLlc)).await;
     let ab = outcome.comparison();
     assert_irq_pinned(&outcome);
     ab.assert_higher("share_on_irq_cpu", REVERT, Significance::P01)
         .unwrap();
-    ab.assert_higher("share_in_irq_llc", REVERT, Significance::P01)
-        .unwrap();
+    assert_median(
+        ab,
+        "share_on_irq_cpu",
+        BASE,
+        Bound::Below(50.0),
+        "the base kernel moved the thread to the interrupted CPU",
+    );
     assert_median(
         ab,
         "share_in_irq_llc",
