@@ -68,12 +68,7 @@ impl Cache {
         let dir = self.root.join(".locks");
         fs::create_dir_all(&dir)?;
         let path = dir.join(format!("{name}.lock"));
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .with_context(|| format!("opening lock {}", path.display()))?;
+        let file = open_lock_file(&path)?;
         file.lock()
             .with_context(|| format!("locking {}", path.display()))?;
         Ok(CacheLock { _file: file })
@@ -248,6 +243,16 @@ pub fn sha256_file(path: &Path) -> Result<String> {
     let mut hasher = Sha256::new();
     std::io::copy(&mut file, &mut hasher)?;
     Ok(hex::encode(hasher.finalize()))
+}
+
+/// Opens (creating) a file that is only ever locked with `flock`, never written.
+pub(crate) fn open_lock_file(path: &Path) -> Result<File> {
+    File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("opening lock {}", path.display()))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::cache::open_lock_file;
 use crate::toolchain::Accel;
 
 /// The host CPUs guests may keep busy at once.
@@ -85,12 +86,7 @@ impl CpuSlots {
         // minutes while another test's boots kept taking every slot freed).
         let queue = self.dir.join("queue.lock");
         let line = tokio::task::spawn_blocking(move || -> Result<File> {
-            let file = File::options()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&queue)
-                .with_context(|| format!("opening {}", queue.display()))?;
+            let file = open_lock_file(&queue)?;
             file.lock()
                 .with_context(|| format!("locking {}", queue.display()))?;
             Ok(file)
@@ -129,12 +125,7 @@ impl CpuSlots {
         let mut held = Vec::with_capacity(want);
         for n in 0..self.total {
             let path = self.dir.join(format!("cpu-{n}.lock"));
-            let file = File::options()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .with_context(|| format!("opening {}", path.display()))?;
+            let file = open_lock_file(&path)?;
             match file.try_lock() {
                 Ok(()) => {
                     held.push(file);

@@ -92,29 +92,19 @@ impl BootBench {
 async fn raw_boot(lab: &Lab, spec: &crate::vm::VmSpec) -> Result<Duration> {
     let mut cmdline = crate::vm::base_cmdline();
     cmdline.extend(spec.cmdline.iter().cloned());
-    let mut cmd = lab.qemu.command();
-    cmd.args(["-nodefaults", "-no-user-config", "-machine", "q35"])
-        .args(spec.accel.qemu_args())
-        .args(spec.topology.qemu_args().args)
-        .arg("-kernel")
-        .arg(&spec.kernel.bzimage)
-        .arg("-initrd")
-        .arg(&spec.initramfs)
-        .arg("-append")
-        .arg(cmdline.join(" "))
-        .args(["-display", "none", "-no-reboot", "-serial", "stdio"])
-        // The agent needs its port to exist; a null backend is the least a hand-written line can do.
-        .args([
-            "-device",
-            "virtio-serial-pci",
-            "-chardev",
-            "null,id=agent",
-            "-device",
-            "virtserialport,chardev=agent,name=lab.agent",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+    let mut cmd = super::run::hand_written_qemu(lab, spec, &cmdline.join(" "));
+    // The agent needs its port to exist; a null backend is the least a hand-written line can do.
+    cmd.args([
+        "-device",
+        "virtio-serial-pci",
+        "-chardev",
+        "null,id=agent",
+        "-device",
+        "virtserialport,chardev=agent,name=lab.agent",
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
     let start = Instant::now();
     let mut child = crate::process::spawn_async_in_group(cmd)?;
     let stdout = child.child.stdout.take().context("no stdout")?;

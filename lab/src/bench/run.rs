@@ -169,6 +169,17 @@ pub fn hand_written_cmdline(lab_cmdline: &[String]) -> String {
 fn hand_written_command(lab: &Lab, spec: &crate::vm::VmSpec) -> std::process::Command {
     let mut cmdline = crate::vm::base_cmdline();
     cmdline.extend(spec.cmdline.iter().cloned());
+    hand_written_qemu(lab, spec, &hand_written_cmdline(&cmdline))
+}
+
+/// The least QEMU line that boots `spec`'s kernel and initramfs on its machine and topology
+/// with `append` as the kernel command line, console on stdout (shared by the `run` and `boot`
+/// benches).
+pub(super) fn hand_written_qemu(
+    lab: &Lab,
+    spec: &crate::vm::VmSpec,
+    append: &str,
+) -> std::process::Command {
     let mut cmd = lab.qemu.command();
     cmd.args(["-nodefaults", "-no-user-config", "-machine", "q35"])
         .args(spec.accel.qemu_args())
@@ -178,7 +189,7 @@ fn hand_written_command(lab: &Lab, spec: &crate::vm::VmSpec) -> std::process::Co
         .arg("-initrd")
         .arg(&spec.initramfs)
         .arg("-append")
-        .arg(hand_written_cmdline(&cmdline))
+        .arg(append)
         .args(["-display", "none", "-no-reboot", "-serial", "stdio"]);
     cmd
 }
