@@ -15,8 +15,6 @@
 //! figure is the build, not the network.
 
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
@@ -168,22 +166,14 @@ pub async fn cold(cache: &Cache, lab_exe: &Path, base: &str, variant: &str) -> R
     let root = tmp.path().join("cache");
     share_apt_state(cache.root(), &root)?;
     let log_path = tmp.path().join("build.log");
-    let log = std::fs::File::create(&log_path)?;
     crate::progress::step(format!(
         "building {base} cold, then {variant}, in {} (minutes; log {})",
         root.display(),
         log_path.display()
     ));
-    let mut cmd = std::process::Command::new(lab_exe);
-    cmd.args(["kernel", "build", base, variant])
-        .env("LAB_CACHE_DIR", &root)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    let start = Instant::now();
-    let mut child = crate::process::spawn_async_in_group(cmd)?;
-    let status = child.child.wait().await?;
-    let wall = start.elapsed();
+    let args = ["kernel", "build", base, variant].map(std::ffi::OsStr::new);
+    let (status, wall) =
+        super::run_lab_logged(lab_exe, &args, &[("LAB_CACHE_DIR", &root)], &log_path).await?;
     if !status.success() {
         let text = std::fs::read_to_string(&log_path).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(30).collect();
@@ -225,10 +215,16 @@ fn share_apt_state(real_root: &Path, tmp_root: &Path) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn build(recipe: &str, key: &str, seconds: f64, from: Option<&str>) -> KernelBuild {
+    /// A current cache entry's build, for tables here and in `bench`'s own tests.
+    pub(in crate::bench) fn build(
+        recipe: &str,
+        key: &str,
+        seconds: f64,
+        from: Option<&str>,
+    ) -> KernelBuild {
         KernelBuild {
             recipe: recipe.into(),
             key: key.into(),

@@ -258,6 +258,30 @@ fn render_rows(rows: &[Row]) -> String {
     out
 }
 
+/// Runs the lab binary `lab_exe` with `args` (and `env`) in its own process group, stdout and
+/// stderr into a new file at `log`; returns its exit status and wall time. Both the `run` and
+/// the `kernel --cold` benches time a whole lab process this way.
+pub(crate) async fn run_lab_logged(
+    lab_exe: &std::path::Path,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::path::Path)],
+    log: &std::path::Path,
+) -> anyhow::Result<(std::process::ExitStatus, Duration)> {
+    let file = std::fs::File::create(log)?;
+    let mut cmd = std::process::Command::new(lab_exe);
+    cmd.args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file);
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    let start = std::time::Instant::now();
+    let mut child = crate::process::spawn_async_in_group(cmd)?;
+    let status = child.child.wait().await?;
+    Ok((status, start.elapsed()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,15 +305,7 @@ mod tests {
                 ..run::RunTimings::default()
             },
         };
-        let build =
-            |recipe: &str, key: &str, seconds: f64, from: Option<&str>| kernel::KernelBuild {
-                recipe: recipe.into(),
-                key: key.into(),
-                seconds,
-                jobs: 2,
-                incremental_from: from.map(str::to_string),
-                current: true,
-            };
+        let build = kernel::tests::build;
         let base = build("v6.12", "a91fe3ef0841", 918.6, None);
         let overview = Overview {
             host: HostNote {

@@ -123,18 +123,16 @@ pub async fn run(lab_exe: &Path, runs: usize, topology: &str) -> Result<RunBench
 async fn lab_run(lab_exe: &Path, topology: &str, scratch: &Path, i: usize) -> Result<RunSample> {
     let timings_path = scratch.join(format!("timings-{i}.json"));
     let log_path = scratch.join(format!("lab-run-{i}.log"));
-    let log = std::fs::File::create(&log_path)?;
-    let mut cmd = std::process::Command::new(lab_exe);
-    cmd.args(["run", "--topology", topology, "--timings"])
-        .arg(&timings_path)
-        .args(["--", COMMAND])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    let start = Instant::now();
-    let mut child = crate::process::spawn_async_in_group(cmd)?;
-    let status = child.child.wait().await?;
-    let whole = start.elapsed();
+    let args = [
+        std::ffi::OsStr::new("run"),
+        "--topology".as_ref(),
+        topology.as_ref(),
+        "--timings".as_ref(),
+        timings_path.as_os_str(),
+        "--".as_ref(),
+        COMMAND.as_ref(),
+    ];
+    let (status, whole) = super::run_lab_logged(lab_exe, &args, &[], &log_path).await?;
     let text = std::fs::read_to_string(&log_path).unwrap_or_default();
     if !status.success() {
         bail!(
