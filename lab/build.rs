@@ -1,5 +1,7 @@
 //! Builds the guest agent as a static x86_64 binary and leaves it at `$OUT_DIR/lab-agent`, where
 //! `lab::guest::AGENT_BINARY` embeds it, with its sha256 beside it (`lab::guest::AGENT_SHA256`). The guest initramfs has no libc, hence `+crt-static`.
+//! The same nested build makes the guest workloads of the agent crate (`lab-numa01`), left and
+//! hashed the same way (`lab::guest::NUMA01_BINARY`, `NUMA01_SHA256`).
 //!
 //! A nested cargo with its own target dir (`<target>/agent`) avoids waiting on the outer build's
 //! lock; the explicit `--target` keeps the static flag off the nested build scripts and
@@ -10,6 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const GUEST_TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// The static guest binaries of the agent crate: the agent itself and the lab's own workloads.
+const GUEST_BINARIES: &[&str] = &["lab-agent", "lab-numa01"];
 
 fn main() {
     let manifest_dir =
@@ -38,7 +43,8 @@ fn main() {
     let mut cmd = Command::new(&cargo);
     cmd.arg("build")
         .arg("--release")
-        .args(["-p", "lab-agent", "--bin", "lab-agent"])
+        .args(["-p", "lab-agent"])
+        .args(GUEST_BINARIES.iter().flat_map(|b| ["--bin", b]))
         .args(["--target", GUEST_TARGET])
         .arg("--manifest-path")
         .arg(workspace.join("Cargo.toml"))
@@ -59,23 +65,22 @@ fn main() {
              A static glibc build needs the C library's static archives (Debian: libc6-dev)."
         );
     }
-    let built = target_dir
-        .join(GUEST_TARGET)
-        .join("release")
-        .join("lab-agent");
-    let dest = out_dir.join("lab-agent");
-    copy(&built, &dest);
-    // Its sha256, for the guest image's cache key: computed here once per agent build instead
-    // of on every run of the lab.
-    let bytes =
-        std::fs::read(&dest).unwrap_or_else(|e| panic!("cannot read {}: {e}", dest.display()));
-    use sha2::Digest as _;
-    let digest: String = sha2::Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    std::fs::write(out_dir.join("lab-agent.sha256"), digest)
-        .unwrap_or_else(|e| panic!("cannot write the agent's digest: {e}"));
+    for name in GUEST_BINARIES {
+        let built = target_dir.join(GUEST_TARGET).join("release").join(name);
+        let dest = out_dir.join(name);
+        copy(&built, &dest);
+        // Its sha256, for the guest image's cache key: computed here once per build instead
+        // of on every run of the lab.
+        let bytes =
+            std::fs::read(&dest).unwrap_or_else(|e| panic!("cannot read {}: {e}", dest.display()));
+        use sha2::Digest as _;
+        let digest: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        std::fs::write(out_dir.join(format!("{name}.sha256")), digest)
+            .unwrap_or_else(|e| panic!("cannot write the digest of {name}: {e}"));
+    }
 }
 
 /// Removes what the outer cargo set for this build script and would otherwise leak into the

@@ -20,7 +20,7 @@ use tokio::net::UnixStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 
-pub use lab_agent::protocol::{Hello, PORT_NAME, PROTOCOL_VERSION};
+pub use lab_agent::protocol::{Hello, ResourceUse, PORT_NAME, PROTOCOL_VERSION};
 
 /// The static guest agent (x86_64, no PT_INTERP), built by `lab/build.rs`; the image puts it
 /// at `/init`.
@@ -31,6 +31,16 @@ pub const AGENT_SHA256: &str = include_str!(concat!(env!("OUT_DIR"), "/lab-agent
 
 /// Path of the agent binary on the build host (the file [`AGENT_BINARY`] was read from).
 pub const AGENT_BINARY_PATH: &str = concat!(env!("OUT_DIR"), "/lab-agent");
+
+/// The static `lab-numa01` workload (seed S4's numa01_THREAD_ALLOC shape), built with the agent
+/// by `lab/build.rs`; every image has it at [`NUMA01_GUEST_PATH`].
+pub const NUMA01_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lab-numa01"));
+
+/// The sha256 of [`NUMA01_BINARY`] (hex), part of the image cache key.
+pub const NUMA01_SHA256: &str = include_str!(concat!(env!("OUT_DIR"), "/lab-numa01.sha256"));
+
+/// Where the image puts [`NUMA01_BINARY`].
+pub const NUMA01_GUEST_PATH: &str = "/usr/bin/lab-numa01";
 
 /// Default command timeout of [`GuestCommand::new`].
 pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(120);
@@ -175,6 +185,8 @@ pub struct GuestOutput {
     pub stderr: Vec<u8>,
     /// From spawn to exit, measured in the guest.
     pub duration: Duration,
+    /// What the command and its threads used (user/system time, context switches, faults).
+    pub usage: Option<ResourceUse>,
 }
 
 impl GuestOutput {
@@ -538,6 +550,7 @@ impl Guest {
                     signal,
                     timed_out,
                     duration_us,
+                    usage,
                     ..
                 } => {
                     stdout.finish(&shared);
@@ -567,6 +580,7 @@ impl Guest {
                         stdout: stdout.all,
                         stderr: stderr.all,
                         duration,
+                        usage,
                     });
                 }
                 Response::Error { message, .. } => {

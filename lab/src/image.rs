@@ -1,6 +1,9 @@
-//! Guest images: an initramfs assembled from pinned Debian packages (busybox-static and what the
-//! workloads need), the lab's guest agent as `/init`, and the kernel's modules; content-addressed
+//! Guest images: an initramfs assembled from pinned Debian packages (busybox-static unpacked
+//! whole; single programs such as hackbench or fio with only their shared-library closure, see
+//! [`programs`]), the lab's guest agent as `/init`, and the kernel's modules; content-addressed
 //! in the cache.
+
+mod programs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -22,8 +25,14 @@ pub struct ImageRecipe {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    /// Debian packages unpacked into the image, with their dependency closure.
+    /// Debian packages unpacked whole into the image, with their dependency closure (bundle
+    /// `guest-<name>` in the lock).
     pub packages: Vec<String>,
+    /// Programs by package (`rt-tests = ["hackbench"]`): each program, as its package has it in
+    /// usr/bin, usr/sbin, bin or sbin, with its shared libraries and loader taken from the
+    /// packages' dependency closure (bundle `guest-<name>-programs`); the rest stays out.
+    #[serde(default)]
+    pub programs: BTreeMap<String, Vec<String>>,
     /// Kernel modules (with their dependencies) copied from the kernel; ones the kernel lacks
     /// are listed in the image manifest as missing.
     #[serde(default)]
@@ -34,7 +43,43 @@ impl ImageRecipe {
     pub fn load(path: &Path) -> Result<ImageRecipe> {
         let text =
             fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+        let recipe: ImageRecipe =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        recipe
+            .validate()
+            .with_context(|| format!("{}", path.display()))?;
+        Ok(recipe)
+    }
+
+    /// Program names are file names: the walk looks them up under fixed dirs.
+    fn validate(&self) -> Result<()> {
+        for (package, names) in &self.programs {
+            if names.is_empty() {
+                bail!("programs: {package} lists no program");
+            }
+            for name in names {
+                if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                    bail!("programs: {package}: {name:?} is not a program name");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The bundle of the packages unpacked whole.
+    fn packages_bundle(&self) -> Bundle<'_> {
+        Bundle {
+            name: format!("guest-{}", self.name),
+            roots: self.packages.iter().map(String::as_str).collect(),
+        }
+    }
+
+    /// The bundle the programs come from (their packages' closure), if the recipe has programs.
+    fn programs_bundle(&self) -> Option<Bundle<'_>> {
+        (!self.programs.is_empty()).then(|| Bundle {
+            name: format!("guest-{}-programs", self.name),
+            roots: self.programs.keys().map(String::as_str).collect(),
+        })
     }
 
     pub fn by_name(name: &str) -> Result<ImageRecipe> {
@@ -57,40 +102,80 @@ pub struct GuestImage {
     /// The cache key (hash of packages, agent, kernel modules).
     pub hash: String,
     pub packages: Vec<String>,
+    /// What the recipe's programs brought: programs, libraries, loaders (paths in the image).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub program_files: Vec<String>,
     pub modules: Vec<String>,
     pub missing_modules: Vec<String>,
 }
 
-/// Builds (or reuses) the initramfs of `recipe` for `kernel`. Warm (the recipe's packages
-/// resolved before under the same lock entry and the image built), this reads two small files
-/// and asks neither apt nor the network.
+/// A bundle of an image recipe in the lock file.
+struct Bundle<'a> {
+    name: String,
+    roots: Vec<&'a str>,
+}
+
+/// Guest packages come from Debian trixie, like the kernels.
+const RELEASE: Option<&str> = Some("trixie");
+
+impl Bundle<'_> {
+    fn recorded(&self, cache: &Cache, lock: &Path) -> Result<Option<debian::ResolvedBundle>> {
+        debian::recorded_resolution(cache, lock, &self.name, &self.roots, RELEASE, None)
+    }
+
+    fn resolve(&self, archive: &Archive, lock: &Path) -> Result<debian::ResolvedBundle> {
+        debian::resolve_bundle(archive, lock, &self.name, &self.roots, RELEASE, None)
+    }
+}
+
+/// Builds (or reuses) the initramfs of `recipe` for `kernel`. Warm (the recipe's bundles
+/// resolved before under the same lock entries and the image built), this reads the lock file,
+/// one small memo per bundle and the image's manifest, and asks neither apt nor the network.
 pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> Result<GuestImage> {
-    let bundle_name = format!("guest-{}", recipe.name);
-    let roots: Vec<&str> = recipe.packages.iter().map(String::as_str).collect();
     let lock = debian::LockFile::default_path();
-    const RELEASE: Option<&str> = Some("trixie");
-    if let Some(bundle) =
-        debian::recorded_resolution(cache, &lock, &bundle_name, &roots, RELEASE, None)?
-    {
-        let key = image_key(&bundle, recipe, kernel);
-        if let Some(entry) = cache.lookup("images", &key) {
-            bundle.warn_substitutions();
-            return open_image(&entry, kernel);
+    let whole = recipe.packages_bundle();
+    let programs = recipe.programs_bundle();
+    if let Some(packages) = whole.recorded(cache, &lock)? {
+        let program_packages = match &programs {
+            Some(bundle) => bundle.recorded(cache, &lock)?.map(Some),
+            None => Some(None),
+        };
+        if let Some(program_packages) = program_packages {
+            let key = image_key(&packages, program_packages.as_ref(), recipe, kernel);
+            if let Some(entry) = cache.lookup("images", &key) {
+                packages.warn_substitutions();
+                if let Some(p) = &program_packages {
+                    p.warn_substitutions();
+                }
+                return open_image(&entry, kernel);
+            }
         }
     }
     let archive = Archive::open(cache)?;
-    let bundle = debian::resolve_bundle(&archive, &lock, &bundle_name, &roots, RELEASE, None)?;
+    let bundle = whole.resolve(&archive, &lock)?;
+    let program_packages = match &programs {
+        Some(b) => Some(b.resolve(&archive, &lock)?),
+        None => None,
+    };
     let package_list = package_list(&bundle);
-    let key = image_key(&bundle, recipe, kernel);
+    let key = image_key(&bundle, program_packages.as_ref(), recipe, kernel);
     let entry = cache.get_or_build("images", &key, |dir| {
         let root = dir.join("root");
         debian::unpack_bundle(&archive, &bundle, &root)?;
         prune_docs(&root);
         add_merged_usr_links(&root)?;
+        // Before busybox's applets, so a real program wins over an applet of the same name.
+        let program_files = match &program_packages {
+            Some(b) => add_programs(&archive, recipe, b, &root, &dir.join("programs"))?,
+            None => Vec::new(),
+        };
         add_busybox_applets(&root)?;
         let init = root.join("init");
         fs::write(&init, crate::guest::AGENT_BINARY)?;
         fs::set_permissions(&init, fs::Permissions::from_mode(0o755))?;
+        let numa01 = root.join(crate::guest::NUMA01_GUEST_PATH.trim_start_matches('/'));
+        fs::write(&numa01, crate::guest::NUMA01_BINARY)?;
+        fs::set_permissions(&numa01, fs::Permissions::from_mode(0o755))?;
         let (modules, missing) = match &kernel.modules {
             Some(dir) => copy_modules(dir, &root, &kernel.release, &recipe.modules)?,
             None => (vec![], recipe.modules.clone()),
@@ -110,6 +195,7 @@ pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> 
             path: PathBuf::new(),
             hash: key.clone(),
             packages: package_list.clone(),
+            program_files,
             modules,
             missing_modules: missing,
         };
@@ -122,16 +208,38 @@ pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> 
     open_image(&entry, kernel)
 }
 
-/// The cache key of an image: its packages, modules, kernel and agent.
-fn image_key(bundle: &debian::ResolvedBundle, recipe: &ImageRecipe, kernel: &BootKernel) -> String {
-    hash_parts(&[
-        ("packages", package_list(bundle).join("\n").as_bytes()),
-        ("modules", recipe.modules.join(",").as_bytes()),
+/// The cache key of an image: its packages, modules, kernel, agent and workloads, and (for a
+/// recipe with programs) the programs and the packages they come from. What a program's closure
+/// walk finds follows from those packages, so the key covers every byte of the image.
+fn image_key(
+    bundle: &debian::ResolvedBundle,
+    program_packages: Option<&debian::ResolvedBundle>,
+    recipe: &ImageRecipe,
+    kernel: &BootKernel,
+) -> String {
+    let packages = package_list(bundle).join("\n");
+    let modules = recipe.modules.join(",");
+    let mut parts: Vec<(&str, &[u8])> = vec![
+        ("packages", packages.as_bytes()),
+        ("modules", modules.as_bytes()),
         ("kernel", kernel.identity.as_bytes()),
         ("agent-sha256", crate::guest::AGENT_SHA256.as_bytes()),
+        ("numa01-sha256", crate::guest::NUMA01_SHA256.as_bytes()),
         ("format", b"newc-v1"),
-    ])[..20]
-        .to_string()
+    ];
+    // Only recipes with programs add these, so images without programs keep their keys.
+    let programs: String = recipe
+        .programs
+        .iter()
+        .map(|(package, names)| format!("{package}: {}\n", names.join(" ")))
+        .collect();
+    let program_packages = program_packages.map(|b| package_list(b).join("\n"));
+    if let Some(list) = &program_packages {
+        parts.push(("programs", programs.as_bytes()));
+        parts.push(("program-packages", list.as_bytes()));
+        parts.push(("program-walk", b"v1"));
+    }
+    hash_parts(&parts)[..20].to_string()
 }
 
 fn package_list(bundle: &debian::ResolvedBundle) -> Vec<String> {
@@ -140,6 +248,38 @@ fn package_list(bundle: &debian::ResolvedBundle) -> Vec<String> {
         .iter()
         .map(|p| format!("{}={} {}", p.name, p.version, p.sha256))
         .collect()
+}
+
+/// Puts the recipe's programs with their library closure into `root`. The programs' bundle is
+/// unpacked into `scratch` whole for the walk, and each program's own package also on its own,
+/// so a program is found only in the package the recipe names; only the walk's files are copied.
+fn add_programs(
+    archive: &Archive,
+    recipe: &ImageRecipe,
+    bundle: &debian::ResolvedBundle,
+    root: &Path,
+    scratch: &Path,
+) -> Result<Vec<String>> {
+    let tree = scratch.join("tree");
+    let mut own = BTreeMap::new();
+    for (package, deb) in bundle
+        .packages
+        .iter()
+        .zip(archive.download_many(&bundle.packages)?)
+    {
+        debian::extract_deb(&deb, &tree)?;
+        if recipe.programs.contains_key(&package.name) {
+            let dir = scratch.join("packages").join(&package.name);
+            debian::extract_deb(&deb, &dir)?;
+            own.insert(package.name.clone(), dir);
+        }
+    }
+    // Programs name their loader /lib64/...; trixie's packages ship it under usr/.
+    add_merged_usr_links(&tree)?;
+    let files = programs::closure(&recipe.name, &tree, &own, &recipe.programs)?;
+    programs::install(&tree, root, &files)?;
+    fs::remove_dir_all(scratch)?;
+    Ok(files.into_iter().collect())
 }
 
 /// A built image entry.
@@ -434,5 +574,85 @@ mod tests {
         assert_eq!(missing, vec!["ptdma".to_string()]);
         let dep = fs::read_to_string(root.join("lib/modules/6.12-test/modules.dep")).unwrap();
         assert!(dep.contains("kernel/drivers/dma/ioat/ioatdma.ko: kernel/drivers/dca/dca.ko"));
+    }
+
+    #[test]
+    fn recipe_programs_parse_and_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.toml");
+        let load = |text: &str| {
+            fs::write(&path, text).unwrap();
+            ImageRecipe::load(&path)
+        };
+        let recipe = load(
+            "name = \"sched\"\npackages = [\"busybox-static\"]\n\
+             [programs]\nrt-tests = [\"hackbench\"]\nnumactl = [\"numactl\"]\n",
+        )
+        .unwrap();
+        assert_eq!(recipe.programs["rt-tests"], vec!["hackbench".to_string()]);
+        let bundle = recipe.programs_bundle().unwrap();
+        assert_eq!(bundle.name, "guest-sched-programs");
+        assert_eq!(bundle.roots, vec!["numactl", "rt-tests"]);
+        assert_eq!(recipe.packages_bundle().name, "guest-sched");
+        let plain = load("name = \"default\"\npackages = [\"busybox-static\"]\n").unwrap();
+        assert!(plain.programs.is_empty() && plain.programs_bundle().is_none());
+        let err = format!(
+            "{:#}",
+            load("name = \"x\"\npackages = []\n[programs]\nfio = [\"usr/bin/fio\"]\n").unwrap_err()
+        );
+        assert!(
+            err.contains("\"usr/bin/fio\" is not a program name"),
+            "{err}"
+        );
+        let err = format!(
+            "{:#}",
+            load("name = \"x\"\npackages = []\nprogram = {}\n").unwrap_err()
+        );
+        assert!(err.contains("unknown field `program`"), "{err}");
+    }
+
+    #[test]
+    fn image_key_covers_programs_and_their_packages() {
+        let kernel = BootKernel {
+            name: "v6.12".into(),
+            release: "6.12.0-lab".into(),
+            bzimage: PathBuf::from("/nonexistent"),
+            modules: None,
+            identity: "recipe v6.12 key k".into(),
+        };
+        let bundle = |name: &str, version: &str| debian::ResolvedBundle {
+            name: name.into(),
+            packages: vec![debian::PackageRef {
+                name: name.into(),
+                version: version.into(),
+                sha256: "ab".repeat(32),
+            }],
+            substitutions: vec![],
+        };
+        let whole = bundle("busybox-static", "1");
+        let mut recipe = ImageRecipe {
+            name: "sched".into(),
+            description: String::new(),
+            packages: vec!["busybox-static".into()],
+            programs: BTreeMap::new(),
+            modules: vec![],
+        };
+        let plain = image_key(&whole, None, &recipe, &kernel);
+        recipe
+            .programs
+            .insert("rt-tests".into(), vec!["hackbench".into()]);
+        let rt = bundle("rt-tests", "2.6-1.1");
+        let with = image_key(&whole, Some(&rt), &recipe, &kernel);
+        assert_ne!(plain, with);
+        assert_ne!(
+            with,
+            image_key(&whole, Some(&bundle("rt-tests", "2.7-1")), &recipe, &kernel),
+            "another version of a program's package is another image"
+        );
+        recipe.programs.insert(
+            "rt-tests".into(),
+            vec!["hackbench".into(), "cyclictest".into()],
+        );
+        assert_ne!(with, image_key(&whole, Some(&rt), &recipe, &kernel));
     }
 }

@@ -6,8 +6,8 @@
 //! connection on a unix socket instead, so the protocol can be tested on a host.
 
 use lab_agent::protocol::{
-    self, read_frame, ExecRequest, Hello, Request, Response, MAX_PAYLOAD_LEN, PORT_NAME,
-    PROTOCOL_VERSION,
+    self, read_frame, ExecRequest, Hello, Request, ResourceUse, Response, MAX_PAYLOAD_LEN,
+    PORT_NAME, PROTOCOL_VERSION,
 };
 use std::collections::HashSet;
 use std::ffi::CString;
@@ -648,7 +648,9 @@ fn run_exec(req: ExecRequest, stdin: Vec<u8>, out: &Outbox) {
 
     let (st_tx, st_rx) = mpsc::channel();
     spawn_handler(move || {
-        let _ = st_tx.send(child.wait());
+        // Reaped here with wait4 (std's wait drops the rusage); `child` is only dropped after.
+        let _ = st_tx.send(wait_with_usage(pid));
+        drop(child);
     });
     let mut timed_out = false;
     let status = match req.timeout_ms {
@@ -686,17 +688,52 @@ fn run_exec(req: ExecRequest, stdin: Vec<u8>, out: &Outbox) {
         }
     }
     match status {
-        Ok(st) => out.send(
+        Ok((st, usage)) => out.send(
             &Response::Exit {
                 id,
                 code: st.code(),
                 signal: st.signal(),
                 timed_out,
                 duration_us: duration.as_micros().min(u64::MAX as u128) as u64,
+                usage: Some(usage),
             },
             &[],
         ),
         Err(e) => out.error(Some(id), format!("waiting for {program:?}: {e}")),
+    }
+}
+
+/// Waits for `pid` and returns its status with what it (all its threads, and the children it
+/// reaped) used.
+fn wait_with_usage(pid: libc::pid_t) -> io::Result<(ExitStatus, ResourceUse)> {
+    loop {
+        let mut status = 0;
+        // Safety: zeroed rusage is a valid value of the plain C struct the kernel fills.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // Safety: plain syscall with valid out-pointers.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if r == pid {
+            let micros =
+                |t: libc::timeval| (t.tv_sec.max(0) as u64) * 1_000_000 + t.tv_usec.max(0) as u64;
+            let count = |v: libc::c_long| v.max(0) as u64;
+            return Ok((
+                ExitStatus::from_raw(status),
+                ResourceUse {
+                    user_us: micros(ru.ru_utime),
+                    system_us: micros(ru.ru_stime),
+                    max_rss_kib: count(ru.ru_maxrss),
+                    minor_faults: count(ru.ru_minflt),
+                    major_faults: count(ru.ru_majflt),
+                    voluntary_switches: count(ru.ru_nvcsw),
+                    involuntary_switches: count(ru.ru_nivcsw),
+                },
+            ));
+        }
+        let e = io::Error::last_os_error();
+        if r < 0 && e.raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        return Err(e);
     }
 }
 

@@ -99,6 +99,22 @@ pub struct ExecRequest {
     pub timeout_ms: Option<u64>,
 }
 
+/// Resource use of a finished command as `wait4` reports it: the process, all of its threads,
+/// and the descendants it waited for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceUse {
+    pub user_us: u64,
+    pub system_us: u64,
+    /// Peak resident set of the largest of them, KiB.
+    pub max_rss_kib: u64,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    /// Switches because a thread blocked (slept, waited for I/O or a lock).
+    pub voluntary_switches: u64,
+    /// Switches because a thread was preempted while it could still run.
+    pub involuntary_switches: u64,
+}
+
 /// Guest-to-host messages.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -123,6 +139,10 @@ pub enum Response {
         timed_out: bool,
         /// From spawn to reaping, in microseconds.
         duration_us: u64,
+        /// What the command and its threads used (`wait4`'s rusage); absent from agents that
+        /// predate it.
+        #[serde(default)]
+        usage: Option<ResourceUse>,
     },
     /// Contents of a `read_file` (payload).
     FileData {
@@ -441,6 +461,15 @@ mod tests {
                 signal: Some(9),
                 timed_out: true,
                 duration_us: 17,
+                usage: Some(ResourceUse {
+                    user_us: 1,
+                    system_us: 2,
+                    max_rss_kib: 3,
+                    minor_faults: 4,
+                    major_faults: 5,
+                    voluntary_switches: 6,
+                    involuntary_switches: 7,
+                }),
             },
             Response::FileData { id: 2 },
             Response::Done { id: 3 },
