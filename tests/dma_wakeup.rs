@@ -42,7 +42,7 @@ async fn run(experiment: Experiment<DmaWakeup>) -> (lab::Lab, Outcome) {
     for b in outcome.record.boots() {
         let m = &b.samples;
         println!(
-            "  {:<32} irq cpu {} share {:5.1}%  irq LLC {:5.1}%  start LLC {:5.1}%  node {:5.1}%  max {:5.1}%  xLLC/100 {:5.1}  balancer/100 {:5.1}  iops {:.0}",
+            "  {:<32} irq cpu {} share {:5.1}%  irq LLC {:5.1}%  start LLC {:5.1}%  node {:5.1}%  max {:5.1}%  xLLC/100 {:5.1}  balancer/100 {:5.1}  pulled {:5.1}% of {} (not: {})  iops {:.0}",
             b.variant,
             b.details["scenario"]["irq_cpu"],
             m["share_on_irq_cpu"],
@@ -52,6 +52,9 @@ async fn run(experiment: Experiment<DmaWakeup>) -> (lab::Lab, Outcome) {
             m["max_cpu_share"],
             m["cross_llc_migrations"],
             m["balancer_migrations"],
+            m.get("pulled_across_llc").copied().unwrap_or(f64::NAN),
+            b.details["scenario"]["placement"]["wakeups_from_other_llc"],
+            b.details["scenario"]["placement"]["unpulled_wakers"],
             m["iops"],
         );
     }

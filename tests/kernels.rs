@@ -183,6 +183,7 @@ async fn the_default_kernel_has_and_serves_what_the_lab_reads() {
     let events = parse_trace(&text);
     for name in [
         "sched_switch",
+        "sched_waking",
         "sched_wakeup",
         "sched_migrate_task",
         "irq_handler_entry",

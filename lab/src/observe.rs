@@ -1,6 +1,7 @@
 //! Observations collected inside the guest: where a task ran and was woken (tracefs sched and irq
-//! events), and per-CPU interrupt counts (`/proc/interrupts` deltas). Raw traces are returned
-//! with the parsed values so results can keep them for anyone who wants to look.
+//! events), per-CPU interrupt counts (`/proc/interrupts` deltas) and `/proc/vmstat` counters
+//! (deltas of the names a caller picks). Raw traces are returned with the parsed values so
+//! results can keep them for anyone who wants to look.
 
 use std::collections::BTreeMap;
 
@@ -51,6 +52,9 @@ impl TaskTrace {
                 "sched/sched_switch",
                 format!("prev_comm ~ \"{t}*\" || next_comm ~ \"{t}*\""),
             ),
+            // Fires on the waker's CPU with the wakee's CPU before the choice (`target_cpu`);
+            // sched_wakeup fires after it, on the target CPU when the wakeup was queued there.
+            ("sched/sched_waking", format!("comm ~ \"{t}*\"")),
             ("sched/sched_wakeup", format!("comm ~ \"{t}*\"")),
             ("sched/sched_migrate_task", format!("comm ~ \"{t}*\"")),
         ];
@@ -64,34 +68,147 @@ impl TaskTrace {
 
     /// Clears the ring, sets filters and starts recording.
     pub async fn start(&self, vm: &Vm) -> Result<()> {
-        let mut script = format!(
-            "set -e\ncd {TRACEFS}\necho 0 > tracing_on\necho > trace\necho {} > buffer_size_kb\necho global > trace_clock\n",
-            self.buffer_kb
-        );
-        for (event, filter) in self.events() {
-            script.push_str(&format!(
-                "echo '{filter}' > events/{event}/filter\necho 1 > events/{event}/enable\n"
-            ));
-        }
-        script.push_str("echo 1 > tracing_on\n");
-        vm.sh(&script).await.context("starting the sched trace")?;
-        Ok(())
+        start_tracing(vm, self.buffer_kb, &self.events())
+            .await
+            .context("starting the sched trace")
     }
 
     /// Stops recording and returns the raw trace text.
     pub async fn stop(&self, vm: &Vm) -> Result<String> {
-        vm.sh(&format!("echo 0 > {TRACEFS}/tracing_on")).await?;
-        let raw = vm.guest().read_file(&format!("{TRACEFS}/trace")).await?;
-        let mut disable = format!("cd {TRACEFS}\n");
-        for (event, _) in self.events() {
-            disable.push_str(&format!("echo 0 > events/{event}/enable\n"));
-        }
-        vm.sh(&disable).await?;
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        if text.contains("LOST") && text.contains("EVENTS") {
-            tracing::warn!("the trace lost events; raise buffer_kb");
+        let (text, overruns) = stop_tracing(vm, &self.events()).await?;
+        if overruns > 0 {
+            tracing::warn!("the trace lost {overruns} events; raise buffer_kb");
         }
         Ok(text)
+    }
+}
+
+/// Clears tracefs' ring, sizes it, filters and enables `events` (`subsystem/event`, filter)
+/// and starts recording.
+async fn start_tracing(
+    vm: &Vm,
+    buffer_kb: u32,
+    events: &[(impl AsRef<str>, impl AsRef<str>)],
+) -> Result<()> {
+    let mut script = format!(
+        "set -e\ncd {TRACEFS}\necho 0 > tracing_on\necho > trace\necho {buffer_kb} > buffer_size_kb\necho global > trace_clock\n"
+    );
+    for (event, filter) in events {
+        let (event, filter) = (event.as_ref(), filter.as_ref());
+        let filter = if filter.is_empty() { "0" } else { filter };
+        script.push_str(&format!(
+            "echo '{filter}' > events/{event}/filter\necho 1 > events/{event}/enable\n"
+        ));
+    }
+    script.push_str("echo 1 > tracing_on\n");
+    vm.sh(&script).await?;
+    Ok(())
+}
+
+/// Stops recording, disables `events` and returns the raw trace with the number of events the
+/// ring dropped (the sum of every CPU's `overrun`).
+async fn stop_tracing(
+    vm: &Vm,
+    events: &[(impl AsRef<str>, impl AsRef<str>)],
+) -> Result<(String, u64)> {
+    vm.sh(&format!("echo 0 > {TRACEFS}/tracing_on")).await?;
+    let raw = vm.guest().read_file(&format!("{TRACEFS}/trace")).await?;
+    let stats = vm
+        .sh(&format!("cat {TRACEFS}/per_cpu/cpu*/stats"))
+        .await
+        .context("reading the trace ring's per-CPU stats")?;
+    let mut disable = format!("cd {TRACEFS}\n");
+    for (event, _) in events {
+        disable.push_str(&format!("echo 0 > events/{}/enable\n", event.as_ref()));
+    }
+    vm.sh(&disable).await?;
+    Ok((
+        String::from_utf8_lossy(&raw).into_owned(),
+        ring_overruns(&stats),
+    ))
+}
+
+/// Sum of the `overrun:` lines of tracefs' `per_cpu/cpu*/stats`: events overwritten before
+/// they were read.
+fn ring_overruns(stats: &str) -> u64 {
+    stats
+        .lines()
+        .filter_map(|l| l.strip_prefix("overrun:"))
+        .filter_map(|v| v.trim().parse::<u64>().ok())
+        .sum()
+}
+
+/// A tracefs session that records chosen events (each with its filter) over a span and counts
+/// them per event and CPU. Counting needs every event: a ring that overflowed is an error, not a
+/// smaller count.
+#[derive(Debug, Clone)]
+pub struct EventCount {
+    /// `subsystem/event` and its tracefs filter ("" for none).
+    pub events: Vec<(String, String)>,
+    /// Per-CPU ring size.
+    pub buffer_kb: u32,
+}
+
+/// What an [`EventCount`] session saw.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventCounts {
+    /// Per event name (`sched_switch`), per CPU.
+    pub per_cpu: BTreeMap<String, BTreeMap<u32, u64>>,
+}
+
+impl EventCount {
+    pub fn new(buffer_kb: u32) -> EventCount {
+        EventCount {
+            events: Vec::new(),
+            buffer_kb,
+        }
+    }
+
+    /// Also records `event` (`sched/sched_migrate_task`) where `filter` holds ("" for all).
+    pub fn event(mut self, event: &str, filter: &str) -> EventCount {
+        self.events.push((event.to_string(), filter.to_string()));
+        self
+    }
+
+    pub async fn start(&self, vm: &Vm) -> Result<()> {
+        start_tracing(vm, self.buffer_kb, &self.events)
+            .await
+            .context("starting the event count")
+    }
+
+    /// Stops recording; returns the raw trace and its parsed events. Fails when the ring
+    /// dropped events.
+    pub async fn stop(&self, vm: &Vm) -> Result<(String, Vec<TraceEvent>)> {
+        let (text, overruns) = stop_tracing(vm, &self.events).await?;
+        if overruns > 0 {
+            bail!(
+                "the trace ring dropped {overruns} events ({} KiB per CPU): counts would be low; \
+                 raise buffer_kb or trace less",
+                self.buffer_kb
+            );
+        }
+        let events = parse_trace(&text);
+        Ok((text, events))
+    }
+}
+
+impl EventCounts {
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a TraceEvent>) -> EventCounts {
+        let mut counts = EventCounts::default();
+        for e in events {
+            *counts
+                .per_cpu
+                .entry(e.name.clone())
+                .or_default()
+                .entry(e.cpu)
+                .or_default() += 1;
+        }
+        counts
+    }
+
+    /// All CPUs' count of `event`.
+    pub fn total(&self, event: &str) -> u64 {
+        self.per_cpu.get(event).map_or(0, |m| m.values().sum())
     }
 }
 
@@ -192,6 +309,17 @@ pub struct TaskPlacement {
     pub waker_cpus: BTreeMap<u32, u64>,
     /// CPUs wakeups targeted.
     pub wakeup_targets: BTreeMap<u32, u64>,
+    /// Wakeups issued from a CPU in another LLC than the task's CPU at that moment (from
+    /// `sched_waking` on the waker's CPU to the `sched_wakeup` that placed the task).
+    #[serde(default)]
+    pub wakeups_from_other_llc: u64,
+    /// Of those, the ones that placed the task in the waker's LLC: the wakeup pulled it across.
+    #[serde(default)]
+    pub wakeups_pulled_to_waker_llc: u64,
+    /// Who was running on the waker's CPU for the cross-LLC wakeups that did not pull the task
+    /// (`<idle>` for an interrupt on an idle CPU, `ksoftirqd/N` for deferred softirqs, ...).
+    #[serde(default)]
+    pub unpulled_wakers: BTreeMap<String, u64>,
     pub migrations: u64,
     /// Migrations done by a CPU's stopper thread (`migration/N`): the load balancer moving the
     /// task while it ran (active balance), not a wakeup choosing a new CPU.
@@ -215,8 +343,21 @@ impl TaskPlacement {
         };
         let is_task = |comm: Option<&String>| comm.is_some_and(|c| c.starts_with(task_prefix));
         let mut on_cpu_since: BTreeMap<u32, f64> = BTreeMap::new();
+        // Per pid: the waker's CPU, its task and the wakee's CPU, from sched_waking.
+        let mut waking: BTreeMap<String, (u32, String, u32)> = BTreeMap::new();
+        let llc = |c: u32| topology.llc_of(c).map(|l| l.id);
         for e in events {
             match e.name.as_str() {
+                "sched_waking" if is_task(e.fields.get("comm")) => {
+                    let on = e
+                        .fields
+                        .get("target_cpu")
+                        .and_then(|t| t.parse::<u32>().ok());
+                    if let (Some(pid), Some(on)) = (e.fields.get("pid"), on) {
+                        let waker = e.task.rsplit_once('-').map_or(&*e.task, |(c, _)| c);
+                        waking.insert(pid.clone(), (e.cpu, waker.to_string(), on));
+                    }
+                }
                 "sched_switch" => {
                     if is_task(e.fields.get("prev_comm")) {
                         if let Some(since) = on_cpu_since.remove(&e.cpu) {
@@ -234,15 +375,29 @@ impl TaskPlacement {
                 }
                 "sched_wakeup" if is_task(e.fields.get("comm")) => {
                     p.wakeups += 1;
-                    *p.waker_cpus.entry(e.cpu).or_default() += 1;
-                    if let Some(target) = e
+                    let target = e
                         .fields
                         .get("target_cpu")
-                        .and_then(|t| t.parse::<u32>().ok())
-                    {
+                        .and_then(|t| t.parse::<u32>().ok());
+                    let issued = e.fields.get("pid").and_then(|pid| waking.remove(pid));
+                    // The waker's CPU: from sched_waking when traced (a queued wakeup's
+                    // sched_wakeup fires on the target CPU), else where this event fired.
+                    let waker_cpu = issued.as_ref().map_or(e.cpu, |w| w.0);
+                    *p.waker_cpus.entry(waker_cpu).or_default() += 1;
+                    if let Some(target) = target {
                         *p.wakeup_targets.entry(target).or_default() += 1;
-                        if target == e.cpu {
+                        if target == waker_cpu {
                             p.wakeups_on_waker_cpu += 1;
+                        }
+                    }
+                    if let (Some((waker_cpu, waker, on)), Some(target)) = (issued, target) {
+                        if llc(waker_cpu) != llc(on) {
+                            p.wakeups_from_other_llc += 1;
+                            if llc(target) == llc(waker_cpu) {
+                                p.wakeups_pulled_to_waker_llc += 1;
+                            } else {
+                                *p.unpulled_wakers.entry(waker).or_default() += 1;
+                            }
                         }
                     }
                 }
@@ -253,7 +408,6 @@ impl TaskPlacement {
                         if e.task.starts_with("migration/") {
                             p.balancer_migrations += 1;
                         }
-                        let llc = |c| topology.llc_of(c).map(|l| l.id);
                         let node = |c| topology.node_of(c).map(|n| n.id);
                         if llc(from) != llc(to) {
                             p.cross_llc_migrations += 1;
@@ -401,6 +555,74 @@ impl Interrupts {
     }
 }
 
+/// A `/proc/vmstat` snapshot: every counter by name. Which counters matter, and what their
+/// changes mean, is the caller's business.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VmStat {
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl VmStat {
+    /// Parses `name value` lines; any other line is an error (the file has no headers).
+    pub fn parse(text: &str) -> Result<VmStat> {
+        let mut counters = BTreeMap::new();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let mut words = line.split_whitespace();
+            let (Some(name), Some(value), None) = (words.next(), words.next(), words.next()) else {
+                bail!(
+                    "/proc/vmstat line {}: expected `name value`, got {line:?}",
+                    i + 1
+                );
+            };
+            let value: u64 = value.parse().with_context(|| {
+                format!(
+                    "/proc/vmstat line {}: {name} has no count: {value:?}",
+                    i + 1
+                )
+            })?;
+            if counters.insert(name.to_string(), value).is_some() {
+                bail!("/proc/vmstat line {}: {name} appears twice", i + 1);
+            }
+        }
+        if counters.is_empty() {
+            bail!("/proc/vmstat is empty");
+        }
+        Ok(VmStat { counters })
+    }
+
+    pub async fn read(vm: &Vm) -> Result<VmStat> {
+        let raw = vm.guest().read_file("/proc/vmstat").await?;
+        VmStat::parse(&String::from_utf8_lossy(&raw))
+    }
+
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.counters.get(name).copied()
+    }
+
+    /// How each of `names` changed since `before` (negative for gauges that fell). A name
+    /// missing from either snapshot is an error naming it: the kernel does not count it (a
+    /// config option is off), and a zero would look like a measurement.
+    pub fn delta(&self, before: &VmStat, names: &[&str]) -> Result<BTreeMap<String, i64>> {
+        let mut out = BTreeMap::new();
+        for name in names {
+            let (Some(then), Some(now)) = (before.get(name), self.get(name)) else {
+                bail!(
+                    "/proc/vmstat has no counter {name:?} (the kernel does not count it); it has {} others",
+                    self.counters.len()
+                );
+            };
+            let change = i128::from(now) - i128::from(then);
+            let change = i64::try_from(change)
+                .with_context(|| format!("/proc/vmstat {name}: change {change} out of range"))?;
+            out.insert(name.to_string(), change);
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,6 +633,7 @@ mod tests {
   kworker/0:1-12      [000] d..2.    10.000100: sched_switch: prev_comm=kworker/0:1 prev_pid=12 prev_prio=120 prev_state=I ==> next_comm=dma0chan0-copy0 next_pid=90 next_prio=120
  dma0chan0-copy0-90   [000] d..2.    10.000300: sched_switch: prev_comm=dma0chan0-copy0 prev_pid=90 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
           <idle>-0     [002] d.h1.    10.000400: irq_handler_entry: irq=24 name=ioat-msix
+          <idle>-0     [002] d.s2.    10.000440: sched_waking: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=000
           <idle>-0     [002] d.s2.    10.000450: sched_wakeup: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=002
           <idle>-0     [002] d.s2.    10.000451: sched_migrate_task: comm=dma0chan0-copy0 pid=90 prio=120 orig_cpu=0 dest_cpu=2
           <idle>-0     [002] d..2.    10.000500: sched_switch: prev_comm=swapper/2 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=dma0chan0-copy0 next_pid=90 next_prio=120
@@ -420,14 +643,14 @@ mod tests {
     #[test]
     fn parses_events_and_fields() {
         let events = parse_trace(TRACE);
-        assert_eq!(events.len(), 7);
+        assert_eq!(events.len(), 8);
         assert_eq!(events[0].task, "kworker/0:1-12");
-        assert_eq!(events[6].task, "migration/2-30");
+        assert_eq!(events[7].task, "migration/2-30");
         assert_eq!(events[2].name, "irq_handler_entry");
         assert_eq!(events[2].cpu, 2);
         assert!(events[2].flags.contains('h'));
         assert_eq!(events[0].fields["next_comm"], "dma0chan0-copy0");
-        assert_eq!(events[3].fields["target_cpu"], "002");
+        assert_eq!(events[4].fields["target_cpu"], "002");
     }
 
     #[test]
@@ -441,6 +664,12 @@ mod tests {
         // started where the wakeup put it.
         assert_eq!(p.started_on, Some(2));
         assert_eq!((p.wakeups, p.wakeups_on_waker_cpu), (1, 1));
+        // Woken from CPU 2 while on CPU 0 (another LLC), placed on CPU 2: pulled across.
+        assert_eq!(
+            (p.wakeups_from_other_llc, p.wakeups_pulled_to_waker_llc),
+            (1, 1)
+        );
+        assert!(p.unpulled_wakers.is_empty());
         // One wakeup migration (0 -> 2, same node) and one active balance by CPU 2's stopper
         // (2 -> 5, to node 1).
         assert_eq!(
@@ -458,6 +687,49 @@ mod tests {
     }
 
     #[test]
+    fn a_queued_wakeup_counts_for_the_waker_cpu_not_the_cpu_it_fired_on() {
+        // The IRQ on CPU 2 wakes the task whose CPU is 0; the wakeup is queued to CPU 0 and its
+        // sched_wakeup fires there, in the IPI. It stayed in its LLC: not pulled.
+        let trace = "\
+          <idle>-0     [002] d.h1.    10.000400: irq_handler_entry: irq=24 name=ioat-msix
+     ksoftirqd/2-21    [002] d.s2.    10.000440: sched_waking: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=000
+          <idle>-0     [000] dNh2.    10.000450: sched_wakeup: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=000
+";
+        let topology = Topology::by_name("ci-2node-4llc").unwrap();
+        let p = TaskPlacement::from_events("dma0chan0-copy", &parse_trace(trace), &topology);
+        assert_eq!(p.waker_cpus, BTreeMap::from([(2, 1)]));
+        assert_eq!(p.wakeups_on_waker_cpu, 0);
+        assert_eq!(
+            (p.wakeups_from_other_llc, p.wakeups_pulled_to_waker_llc),
+            (1, 0)
+        );
+        assert_eq!(
+            p.unpulled_wakers,
+            BTreeMap::from([("ksoftirqd/2".to_string(), 1)])
+        );
+    }
+
+    #[test]
+    fn ring_overruns_sum_every_cpu() {
+        let stats = "entries: 10\noverrun: 0\ncommit overrun: 0\nentries: 4\noverrun: 7\n\
+                     commit overrun: 1\nentries: 2\noverrun: 3\n";
+        // "commit overrun" is a different counter (events the writer itself dropped).
+        assert_eq!(ring_overruns(stats), 10);
+        assert_eq!(ring_overruns(""), 0);
+    }
+
+    #[test]
+    fn event_counts_per_event_and_cpu() {
+        let counts = EventCounts::from_events(&parse_trace(TRACE));
+        assert_eq!(counts.total("sched_switch"), 3);
+        assert_eq!(
+            counts.per_cpu["sched_migrate_task"],
+            BTreeMap::from([(2, 2)])
+        );
+        assert_eq!(counts.total("no_such_event"), 0);
+    }
+
+    #[test]
     fn interrupts_delta_per_cpu() {
         let before = Interrupts::parse(
             "           CPU0       CPU1\n  24:          5          0  PCI-MSIX-0000:00:03.0 0-edge ioat-msix\n NMI:   0 0  Non-maskable interrupts\n",
@@ -469,5 +741,78 @@ mod tests {
         .unwrap();
         assert_eq!(after.find("ioat-msix"), vec!["24".to_string()]);
         assert_eq!(after.delta(&before, "24"), vec![0, 1000]);
+    }
+
+    /// The head and a few more lines of a lab-minimal v6.12 guest's /proc/vmstat, before and
+    /// after a workload (values as read, lines as the kernel prints them).
+    const VMSTAT_BEFORE: &str = "\
+nr_free_pages 934102
+nr_zone_inactive_anon 2671
+nr_zone_active_anon 0
+nr_mlock 0
+pgfault 15212
+pgmajfault 0
+pgmigrate_success 0
+pgmigrate_fail 0
+thp_fault_alloc 0
+";
+    const VMSTAT_AFTER: &str = "\
+nr_free_pages 800140
+nr_zone_inactive_anon 133699
+nr_zone_active_anon 0
+nr_mlock 0
+pgfault 1064311
+pgmajfault 0
+pgmigrate_success 48213
+pgmigrate_fail 3
+thp_fault_alloc 0
+";
+
+    #[test]
+    fn vmstat_deltas_of_chosen_counters() {
+        let before = VmStat::parse(VMSTAT_BEFORE).unwrap();
+        let after = VmStat::parse(VMSTAT_AFTER).unwrap();
+        assert_eq!(after.counters.len(), 9);
+        assert_eq!(after.get("pgfault"), Some(1064311));
+        let d = after
+            .delta(
+                &before,
+                &["pgfault", "pgmigrate_success", "nr_free_pages", "nr_mlock"],
+            )
+            .unwrap();
+        assert_eq!(
+            d,
+            BTreeMap::from([
+                ("pgfault".to_string(), 1049099),
+                ("pgmigrate_success".to_string(), 48213),
+                // A gauge that fell.
+                ("nr_free_pages".to_string(), -133962),
+                ("nr_mlock".to_string(), 0),
+            ])
+        );
+        assert!(after.delta(&before, &[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn vmstat_missing_counters_and_bad_lines_are_errors() {
+        let before = VmStat::parse(VMSTAT_BEFORE).unwrap();
+        let after = VmStat::parse(VMSTAT_AFTER).unwrap();
+        let e = after
+            .delta(&before, &["pgfault", "no_such_counter"])
+            .unwrap_err();
+        assert!(e.to_string().contains("\"no_such_counter\""), "{e}");
+        let fewer = VmStat::parse("pgfault 1\n").unwrap();
+        assert!(after.delta(&fewer, &["pgmigrate_success"]).is_err());
+        for (text, want) in [
+            ("", "empty"),
+            ("pgfault\n", "expected `name value`"),
+            ("pgfault 1 2\n", "expected `name value`"),
+            ("pgfault x\n", "no count"),
+            ("pgfault -1\n", "no count"),
+            ("pgfault 1\npgfault 2\n", "twice"),
+        ] {
+            let e = format!("{:#}", VmStat::parse(text).unwrap_err());
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
     }
 }

@@ -2,6 +2,12 @@
 //! one seed S1 needs: every parameter of the seed run, run through the module's sysfs
 //! interface, its summary lines parsed per thread, and its failure lines surfaced as errors.
 
+mod hackbench;
+mod numa01;
+
+pub use hackbench::{Hackbench, HackbenchResult};
+pub use numa01::{Numa01, Numa01Result};
+
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};

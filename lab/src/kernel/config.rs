@@ -125,7 +125,7 @@ pub const LAB_NEEDS: &[Need] = &[
         symbols: &[("DEVMEM", "y")],
     },
     Need {
-        who: "lab::observe (tracefs: sched_switch, sched_wakeup, sched_migrate_task, irq_handler_entry)",
+        who: "lab::observe (tracefs: sched_switch, sched_waking, sched_wakeup, sched_migrate_task, irq_handler_entry)",
         symbols: &[
             ("FTRACE", "y"),
             ("TRACING", "y"),

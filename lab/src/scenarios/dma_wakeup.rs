@@ -201,6 +201,10 @@ impl Scenario for DmaWakeup {
                 2.0,
             ),
             pct("wakeups_on_irq_cpu"),
+            // The patch's own decision, apart from where the balancer left the thread: of the
+            // wakeups issued in another LLC than the thread's CPU, the share that pulled it
+            // into the waker's LLC (absent in a boot with no such wakeup).
+            pct("pulled_across_llc"),
             MetricDef::new("irq_on_pinned_cpu", "%", Direction::Neutral, 1.0),
             MetricDef::new("iops", "iops", Direction::HigherIsBetter, 0.0),
         ]
@@ -359,6 +363,13 @@ pub fn metrics(
                 / placement.wakeups as f64
         },
     );
+    if placement.wakeups_from_other_llc > 0 {
+        m.insert(
+            "pulled_across_llc".into(),
+            100.0 * placement.wakeups_pulled_to_waker_llc as f64
+                / placement.wakeups_from_other_llc as f64,
+        );
+    }
     m.insert(
         "irq_on_pinned_cpu".into(),
         if irq_total == 0 {
