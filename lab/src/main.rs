@@ -28,8 +28,9 @@ enum Cmd {
     /// Provision everything tests and `compare` need (QEMU, the default kernels and guest image)
     /// up front, with progress; later runs find it all in the cache.
     Prepare {
-        /// Kernel recipes to build (default: v6.12, the S1 variant and the ptdma fix the tests use).
-        #[arg(long, default_values = ["v6.12", "v6.12+wake-affine-idle-revert", "v6.12+ptdma-claim-once"])]
+        /// Kernel recipes to build (default: v6.12, the S1 variant, the ptdma fix and the two S4
+        /// variants the tests use).
+        #[arg(long, default_values = ["v6.12", "v6.12+wake-affine-idle-revert", "v6.12+ptdma-claim-once", "v6.12+numa-scan-revert", "v6.12+numa-scan-pid-only"])]
         kernels: Vec<String>,
     },
     /// Inspect the declared machine shapes.

@@ -3,6 +3,8 @@
 //! [`crate::experiment::Experiment`] directly.
 
 pub mod dma_wakeup;
+pub mod eevdf_parity;
+pub mod numa_scan;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,9 +17,11 @@ use crate::variant::Variant;
 use crate::Lab;
 
 pub use dma_wakeup::DmaWakeup;
+pub use eevdf_parity::EevdfParity;
+pub use numa_scan::NumaScan;
 
 /// The shipped scenario names, in `lab scenarios` order.
-pub const NAMES: &[&str] = &["dma-wakeup"];
+pub const NAMES: &[&str] = &["dma-wakeup", "eevdf-parity", "numa-scan"];
 
 /// What `lab scenarios` shows of one scenario.
 #[derive(Debug, Clone)]
@@ -51,6 +55,8 @@ pub fn list() -> Result<Vec<Listing>> {
 pub fn describe(name: &str) -> Result<Listing> {
     match name {
         "dma-wakeup" => listing(&DmaWakeup::seed()),
+        "eevdf-parity" => listing(&EevdfParity::seed()),
+        "numa-scan" => listing(&NumaScan::seed()),
         other => unknown(other),
     }
 }
@@ -81,6 +87,8 @@ pub struct Request {
 pub async fn compare(lab: &Lab, request: &Request) -> Result<Outcome> {
     match request.scenario.as_str() {
         "dma-wakeup" => run(lab, DmaWakeup::seed(), request).await,
+        "eevdf-parity" => run(lab, EevdfParity::seed(), request).await,
+        "numa-scan" => run(lab, NumaScan::seed(), request).await,
         other => unknown(other),
     }
 }
