@@ -24,7 +24,9 @@ use crate::cache::{hash_parts, sha256_file, Cache};
 
 /// Suites the private apt state reads. Bookworm hosts get trixie's kernels and trixie-backports'
 /// QEMU (the first with `vfio-user-pci`).
-pub const SUITES: &[&str] = &["trixie", "trixie-updates", "trixie-backports"];
+/// Bookworm for its older kernels (`linux-source-6.1`, the last before EEVDF); bundles that
+/// name no release get the newest version any suite has, which is trixie's for everything else.
+pub const SUITES: &[&str] = &["trixie", "trixie-updates", "trixie-backports", "bookworm"];
 
 /// Lists older than this are refreshed (`LAB_APT_REFRESH=1` forces a refresh).
 const LIST_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
@@ -197,19 +199,7 @@ impl Archive {
         }
         args.extend(roots.iter().map(String::as_str));
         let out = self.apt("apt-get", &args)?;
-        let mut wanted = Vec::new();
-        for line in out.lines().filter(|l| l.starts_with("Inst ")) {
-            // "Inst name (version suite [arch])"
-            let mut words = line.split_whitespace().skip(1);
-            let (Some(name), Some(version)) = (words.next(), words.next()) else {
-                continue;
-            };
-            let version = version.trim_start_matches('(');
-            if only.is_some_and(|prefix| !name.starts_with(prefix)) {
-                continue;
-            }
-            wanted.push((name.to_string(), version.to_string()));
-        }
+        let wanted = simulated_installs(&out, roots, only)?;
         let mut refs = Vec::new();
         for ((name, version), entry) in wanted.iter().zip(self.lookup_many(&wanted)?) {
             refs.push(
@@ -276,6 +266,44 @@ fn find_deb(dir: &Path, name: &str, version: &str) -> Option<PathBuf> {
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".deb"))
         })
+}
+
+/// The `Inst name (version ...)` lines of `apt-get install -s`, keeping names that start with
+/// `only`. Every root must be among them by its exact name: apt reads a name it does not know
+/// as a regular expression (`linux-source-6.1` selects `linux-source-6.12`), so a missing root
+/// would otherwise resolve to some other package.
+fn simulated_installs(
+    out: &str,
+    roots: &[String],
+    only: Option<&str>,
+) -> Result<Vec<(String, String)>> {
+    let mut installs = Vec::new();
+    for line in out.lines().filter(|l| l.starts_with("Inst ")) {
+        let mut words = line.split_whitespace().skip(1);
+        let (Some(name), Some(version)) = (words.next(), words.next()) else {
+            continue;
+        };
+        installs.push((
+            name.to_string(),
+            version.trim_start_matches('(').to_string(),
+        ));
+    }
+    for root in roots {
+        if !installs.iter().any(|(name, _)| name == root) {
+            let picked: Vec<&str> = installs.iter().map(|(n, _)| n.as_str()).collect();
+            bail!(
+                "package {root} is not in the archive (suites {}); apt would install {} instead",
+                SUITES.join(", "),
+                if picked.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    picked.join(", ")
+                }
+            );
+        }
+    }
+    installs.retain(|(name, _)| only.is_none_or(|prefix| name.starts_with(prefix)));
+    Ok(installs)
 }
 
 /// Unpacks a `.deb`'s data into `dest` (no maintainer scripts run).
@@ -690,6 +718,31 @@ pub fn unpack_bundle(archive: &Archive, bundle: &ResolvedBundle, dest: &Path) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_root_apt_only_matched_as_a_regex_is_an_error() {
+        let out = "NOTE: This is only a simulation!\n\
+                   Inst linux-source-6.12 (6.12.117-1 Debian:13 [all])\n\
+                   Conf linux-source-6.12 (6.12.117-1 Debian:13 [all])\n";
+        let roots = ["linux-source-6.1".to_string()];
+        let err = simulated_installs(out, &roots, Some("linux-source-6.1"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("linux-source-6.1 is not in the archive")
+                && err.contains("would install linux-source-6.12"),
+            "{err}"
+        );
+        let roots = ["linux-source-6.12".to_string()];
+        assert_eq!(
+            simulated_installs(out, &roots, Some("linux-source-6.12")).unwrap(),
+            [("linux-source-6.12".to_string(), "6.12.117-1".to_string())]
+        );
+        let out =
+            "Inst fio (3.39-1 Debian:13 [amd64])\nInst libaio1t64 (0.3.113-8 Debian:13 [amd64])\n";
+        let installs = simulated_installs(out, &["fio".to_string()], None).unwrap();
+        assert_eq!(installs.len(), 2);
+    }
 
     #[test]
     fn series_drops_epoch_and_revision() {
