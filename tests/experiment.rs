@@ -52,6 +52,8 @@ impl Scenario for SettingsProbe {
             MetricDef::new("probe_on_cmdline", "", Direction::Neutral, 0.0),
             MetricDef::new("level", "", Direction::Neutral, 0.0),
             MetricDef::new("cpus", "", Direction::Neutral, 0.0),
+            // Measured only where the probe argument is on the command line.
+            MetricDef::new("probe_level", "", Direction::Neutral, 0.0).optional(),
         ]
     }
 
@@ -77,6 +79,10 @@ impl Scenario for SettingsProbe {
             .insert("probe_on_cmdline".into(), on("lab.probe=1"));
         m.metrics.insert("level".into(), f64::from(params.level));
         m.metrics.insert("cpus".into(), cpus);
+        if words.contains(&"lab.probe=1") {
+            m.metrics
+                .insert("probe_level".into(), f64::from(params.level));
+        }
         Ok(m)
     }
 }
@@ -121,6 +127,9 @@ async fn three_variants_give_three_columns_and_one_sample_per_boot() {
     let stored = RunRecord::read_json(&outcome.record_path).unwrap();
     assert_eq!(stored.boots().len(), 3 * repetitions);
     for metric in stored.comparison().metrics() {
+        if metric.name == "probe_level" {
+            continue;
+        }
         for name in &names {
             assert_eq!(
                 stored
@@ -154,6 +163,9 @@ async fn three_variants_give_three_columns_and_one_sample_per_boot() {
     assert_eq!(c.samples("level", &names[2]).unwrap(), [7.0, 7.0]);
     assert_eq!(c.samples("level", &names[1]).unwrap(), [1.0, 1.0]);
     assert_eq!(c.samples("cpus", &names[0]).unwrap(), [8.0, 8.0]);
+    // An optional metric has samples only from the boots that measured it.
+    assert_eq!(c.samples("probe_level", &names[2]).unwrap(), [7.0, 7.0]);
+    assert!(c.samples("probe_level", &names[0]).unwrap().is_empty());
 
     // Boots ran interleaved (two at a time where the host has the CPU slots) and are recorded
     // in the design's order whichever finished first; each kept its artefacts, logs and where

@@ -32,7 +32,7 @@ use crate::variant::Variant;
 use crate::vm::Vm;
 use crate::{BootOptions, Lab};
 
-/// A metric a scenario reports for every boot.
+/// A metric a scenario reports for every boot (unless it is optional).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricDef {
     pub name: String,
@@ -41,6 +41,9 @@ pub struct MetricDef {
     pub direction: Direction,
     /// Smallest |difference of means|, in `unit`, that counts as a change.
     pub noise_floor: f64,
+    /// A boot may have nothing to measure it on (a share of events that did not occur, an
+    /// observer switched off): then it has no sample, and the table's n says so.
+    pub optional: bool,
 }
 
 impl MetricDef {
@@ -50,7 +53,14 @@ impl MetricDef {
             unit: unit.to_string(),
             direction,
             noise_floor,
+            optional: false,
         }
+    }
+
+    /// See [`MetricDef::optional`].
+    pub fn optional(mut self) -> MetricDef {
+        self.optional = true;
+        self
     }
 }
 
@@ -466,7 +476,7 @@ impl<S: Scenario> Experiment<S> {
         phases.lap("shutdown", &started);
         let (m, devices) = measured?;
         let declared = self.scenario.metrics();
-        for d in &declared {
+        for d in declared.iter().filter(|d| !d.optional) {
             if !m.metrics.contains_key(&d.name) {
                 bail!(
                     "scenario {} measured no value of its metric {:?}",

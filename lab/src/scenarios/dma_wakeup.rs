@@ -204,7 +204,7 @@ impl Scenario for DmaWakeup {
             // The patch's own decision, apart from where the balancer left the thread: of the
             // wakeups issued in another LLC than the thread's CPU, the share that pulled it
             // into the waker's LLC (absent in a boot with no such wakeup).
-            pct("pulled_across_llc"),
+            pct("pulled_across_llc").optional(),
             MetricDef::new("irq_on_pinned_cpu", "%", Direction::Neutral, 1.0),
             MetricDef::new("iops", "iops", Direction::HigherIsBetter, 0.0),
         ]

@@ -105,8 +105,9 @@ impl Scenario for EevdfParity {
             MetricDef::new("seconds", "s", Direction::LowerIsBetter, 0.0),
             MetricDef::new("involuntary_switches", per_k, Direction::LowerIsBetter, 0.5),
             MetricDef::new("voluntary_switches", per_k, Direction::Neutral, 0.5),
-            MetricDef::new("preemptions", per_k, Direction::LowerIsBetter, 0.5),
-            MetricDef::new("migrations", per_k, Direction::LowerIsBetter, 0.5),
+            // From the trace, which `trace = false` switches off.
+            MetricDef::new("preemptions", per_k, Direction::LowerIsBetter, 0.5).optional(),
+            MetricDef::new("migrations", per_k, Direction::LowerIsBetter, 0.5).optional(),
             MetricDef::new("cpu_seconds", "s", Direction::LowerIsBetter, 0.0),
         ]
     }
