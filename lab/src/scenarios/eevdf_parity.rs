@@ -43,6 +43,22 @@ pub const KERNEL: &str = "v6.12";
 pub const WITH_PARITY: &str = "RUN_TO_PARITY";
 pub const WITHOUT_PARITY: &str = "NO_RUN_TO_PARITY";
 
+/// The last kernel before EEVDF (CFS), Debian bookworm's 6.1.
+pub const PRE_EEVDF: &str = "v6.1";
+
+/// The same kernel with `RUN_TO_PARITY` and with `NO_RUN_TO_PARITY`, both written after boot
+/// and read back, so the base does not depend on the kernel's default.
+pub fn parity_variants() -> [Variant; 2] {
+    [
+        Variant::kernel(KERNEL)
+            .with_sched_feature(WITH_PARITY)
+            .named(WITH_PARITY),
+        Variant::kernel(KERNEL)
+            .with_sched_feature(WITHOUT_PARITY)
+            .named(WITHOUT_PARITY),
+    ]
+}
+
 /// The image with hackbench (rt-tests).
 const IMAGE: &str = "sched";
 /// hackbench's task names.
@@ -88,15 +104,11 @@ impl Scenario for EevdfParity {
     }
 
     fn default_variants(&self) -> Vec<Variant> {
-        // Both spelled out, so the base does not depend on the kernel's default.
-        vec![
-            Variant::kernel(KERNEL)
-                .with_sched_feature(WITH_PARITY)
-                .named(WITH_PARITY),
-            Variant::kernel(KERNEL)
-                .with_sched_feature(WITHOUT_PARITY)
-                .named(WITHOUT_PARITY),
-        ]
+        let mut variants = parity_variants().to_vec();
+        // The seed's third column: the scheduler before EEVDF. Not in `lab prepare`'s kernels
+        // (a cold build of its own), so the test compares the first two only.
+        variants.push(Variant::kernel(PRE_EEVDF));
+        variants
     }
 
     fn metrics(&self) -> Vec<MetricDef> {
@@ -304,10 +316,11 @@ mod tests {
     fn the_default_comparison_flips_one_feature_on_one_kernel() {
         let s = EevdfParity::seed();
         let v = s.default_variants();
-        assert_eq!(v.len(), 2);
+        assert_eq!(v.len(), 3);
         assert_eq!(v[0].name, WITH_PARITY);
         assert_eq!(v[1].name, WITHOUT_PARITY);
         assert_eq!(v[0].kernel, v[1].kernel);
+        assert_eq!(v[2].kernel, PRE_EEVDF);
         let mut bad = s.params().clone();
         bad.hackbench.groups = 0;
         let topology = Topology::by_name(crate::host::DEFAULT_TOPOLOGY).unwrap();
