@@ -32,13 +32,7 @@ fn s1(name: &str, placement: IrqPlacement) -> Experiment<DmaWakeup> {
 }
 
 async fn run(experiment: Experiment<DmaWakeup>) -> (lab::Lab, Outcome) {
-    let lab = common::lab().await;
-    let outcome = experiment
-        .run(&lab)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    println!("{}", outcome.comparison().table());
-    println!("record: {}", outcome.record_path.display());
+    let (lab, outcome) = common::run_experiment(experiment).await;
     for b in outcome.record.boots() {
         let m = &b.samples;
         println!(

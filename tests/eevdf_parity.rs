@@ -10,13 +10,7 @@ use lab::scenarios::eevdf_parity::{parity_variants, EevdfParity, WITHOUT_PARITY,
 use lab::stats::Significance;
 
 async fn run(experiment: Experiment<EevdfParity>) -> (lab::Lab, Outcome) {
-    let lab = common::lab().await;
-    let outcome = experiment
-        .run(&lab)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    println!("{}", outcome.comparison().table());
-    println!("record: {}", outcome.record_path.display());
+    let (lab, outcome) = common::run_experiment(experiment).await;
     for b in outcome.record.boots() {
         let m = &b.samples;
         println!(

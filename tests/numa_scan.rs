@@ -20,13 +20,7 @@ use lab::scenarios::numa_scan::{NumaScan, BASE, PID_ONLY, REVERT};
 use lab::stats::Significance;
 
 async fn run(experiment: Experiment<NumaScan>) -> (lab::Lab, Outcome) {
-    let lab = common::lab().await;
-    let outcome = experiment
-        .run(&lab)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    println!("{}", outcome.comparison().table());
-    println!("record: {}", outcome.record_path.display());
+    let (lab, outcome) = common::run_experiment(experiment).await;
     for b in outcome.record.boots() {
         let m = &b.samples;
         println!(

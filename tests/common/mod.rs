@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use lab::experiment::{Experiment, Outcome, Scenario};
 use lab::Lab;
 
 /// The lab for this test process (provisioning is cached across processes). Progress (builds,
@@ -39,4 +40,17 @@ pub fn wait_gone(pid: u32, limit: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     !process_alive(pid)
+}
+
+/// Runs a comparison on this test process's lab, panicking with the whole error chain, and
+/// prints its table and where its record is, so a failing run shows its numbers.
+pub async fn run_experiment<S: Scenario>(experiment: Experiment<S>) -> (Lab, Outcome) {
+    let lab = lab().await;
+    let outcome = experiment
+        .run(&lab)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    println!("{}", outcome.comparison().table());
+    println!("record: {}", outcome.record_path.display());
+    (lab, outcome)
 }
