@@ -138,7 +138,12 @@ async fn cross_llc_irq_pulls_the_thread_only_with_the_revert() {
     // on the IRQ CPU whenever its previous CPU is busy. Smaller buffers mean less computing per
     // copy, so fewer such moves: the base kernel's share fell, the revert's stayed. A quiet-host
     // soak with 128 KiB passed 6 of 7 (run medians base 0.0-7.8%, revert 90.5-96.1%); the
-    // failing run had a base boot at 76.2% and a revert boot at 58.0%. Not yet understood.
+    // failing run had a base boot at 76.2% and a revert boot at 58.0%, which broke the 5-vs-5
+    // P01. On 2026-12-01 it passed 10 runs in a row at load 2-7 (run medians base 0.0-1.5%,
+    // revert 89.3-97.5%; single boots base up to 20.4%, revert down to 66.4%). The shown (not
+    // asserted) pulled_across_llc row isolates the patch's own decision: base 0.0-0.8% of 90-748
+    // cross-LLC wakeups per boot, revert 37-75% of 4-16; the revert's unpulled ones came from
+    // the idle IRQ CPU (wake_wide() with a 2-CPU LLC is the candidate, not confirmed).
     assert_the_thread_follows_the_irq_only_with_the_revert(&outcome, 70.0);
     if lab.on_kvm() {
         // The hardware signature of the thread: 1000 of 1000 completions on the IRQ CPU.
