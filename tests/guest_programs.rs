@@ -1,52 +1,22 @@
 //! The `sched` guest image end to end: hackbench (rt-tests) and numactl, taken from their Debian
 //! packages with only their shared libraries and loader, run in a booted guest.
 //!
-//! Needs the default kernel built (`lab prepare`; minutes cold) and QEMU: without either it
-//! prints SKIPPED and why, rather than building a kernel inside a library test.
+//! Like every VM test it runs after nextest's setup script (`lab prepare`) has built the
+//! default kernels; a host where the lab cannot start fails it, saying why.
+
+mod common;
 
 use std::time::Duration;
 
-use lab::cache::Cache;
 use lab::guest::GuestCommand;
-use lab::kernel::{self, BuildOptions};
 use lab::topology::Topology;
-use lab::{BootOptions, Lab};
+use lab::BootOptions;
 
 const TOPOLOGY: &str = "ci-2node-4llc";
 
-/// Why the default kernel cannot be booted without building it, if it cannot.
-fn default_kernel_missing(cache: &Cache) -> Option<String> {
-    let name =
-        std::env::var("LAB_DEFAULT_KERNEL").unwrap_or_else(|_| kernel::DEFAULT_RECIPE.into());
-    if name == kernel::DEBIAN {
-        return None;
-    }
-    let keys = match kernel::current_keys(cache, &BuildOptions::default()) {
-        Ok(keys) => keys,
-        Err(e) => return Some(format!("cannot tell whether kernel {name} is built: {e:#}")),
-    };
-    match keys.iter().find(|(recipe, _)| *recipe == name) {
-        Some((_, key)) if cache.lookup(kernel::KIND, key).is_some() => None,
-        Some((_, key)) => Some(format!("kernel {name} (key {key}) is not built")),
-        None => Some(format!("no kernel recipe {name}")),
-    }
-}
-
 #[tokio::test]
 async fn sched_image_runs_hackbench_and_numactl() {
-    lab::progress::install_for_stderr();
-    let cache = Cache::from_env().expect("the lab's cache");
-    if let Some(why) = default_kernel_missing(&cache) {
-        eprintln!("SKIPPED: {why}; `lab prepare` builds it (minutes), then run this test again");
-        return;
-    }
-    let lab = match Lab::from_env_async().await {
-        Ok(lab) => lab,
-        Err(e) => {
-            eprintln!("SKIPPED: the lab cannot start on this host (QEMU, accelerator): {e:#}");
-            return;
-        }
-    };
+    let lab = common::lab().await;
 
     let image = lab
         .image_for("sched", lab.default_kernel())
