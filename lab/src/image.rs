@@ -170,12 +170,11 @@ pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> 
             None => Vec::new(),
         };
         add_busybox_applets(&root)?;
-        let init = root.join("init");
-        fs::write(&init, crate::guest::AGENT_BINARY)?;
-        fs::set_permissions(&init, fs::Permissions::from_mode(0o755))?;
-        let numa01 = root.join(crate::guest::NUMA01_GUEST_PATH.trim_start_matches('/'));
-        fs::write(&numa01, crate::guest::NUMA01_BINARY)?;
-        fs::set_permissions(&numa01, fs::Permissions::from_mode(0o755))?;
+        write_executable(&root.join("init"), crate::guest::AGENT_BINARY)?;
+        write_executable(
+            &root.join(crate::guest::NUMA01_GUEST_PATH.trim_start_matches('/')),
+            crate::guest::NUMA01_BINARY,
+        )?;
         let (modules, missing) = match &kernel.modules {
             Some(dir) => copy_modules(dir, &root, &kernel.release, &recipe.modules)?,
             None => (vec![], recipe.modules.clone()),
@@ -299,6 +298,13 @@ fn open_image(entry: &Path, kernel: &BootKernel) -> Result<GuestImage> {
         );
     }
     Ok(image)
+}
+
+/// One of the lab's own static programs (the agent, workloads), mode 0755.
+fn write_executable(path: &Path, bytes: &[u8]) -> Result<()> {
+    fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755))?;
+    Ok(())
 }
 
 /// Documentation and translations are dead weight in a RAM disk.
