@@ -48,6 +48,14 @@ enum Cmd {
         /// Extra kernel command-line argument (repeatable).
         #[arg(long = "cmdline")]
         cmdline: Vec<String>,
+        /// Guest image recipe (images/guest/NAME.toml), e.g. `storage` for fio, mkfs.ext4 and
+        /// dmsetup.
+        #[arg(long)]
+        image: Option<String>,
+        /// A device for the guest (repeatable), in slot order: `nvme:queues=4,size=1G`,
+        /// `ioat:channels=2`, `ptdma`, `nic`; `irqV=CPULIST` pins vector V.
+        #[arg(long = "device")]
+        devices: Vec<lab::devices::DeviceSpec>,
         /// Seconds the command may run.
         #[arg(long, default_value_t = 600)]
         timeout: u64,
@@ -259,6 +267,8 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             topology,
             kernel,
             cmdline,
+            image,
+            devices,
             timeout,
             timings,
             command,
@@ -269,6 +279,8 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             let booting = Instant::now();
             let mut opts = BootOptions::named("lab-run").topology(&topology);
             opts.cmdline = cmdline;
+            opts.image = image;
+            opts.devices = devices;
             if let Some(name) = kernel {
                 let ready = lab.prepare(&lab::variant::Variant::kernel(&name)).await?;
                 opts.cmdline.extend(ready.settings.cmdline.iter().cloned());
@@ -290,6 +302,23 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 lab.accel.name(),
                 vm.hello.kernel_release
             );
+            // Devices are bound and pinned as an experiment does, and their vectors shown.
+            for device in lab::devices::bind_and_pin(&vm, vm.devices()).await? {
+                eprintln!(
+                    "lab: device {} at {} bound by {}",
+                    device.index, device.pci_address, device.driver
+                );
+                for v in &device.vectors {
+                    eprintln!(
+                        "lab:   vector {} IRQ {}{} affinity {} effective {}",
+                        v.vector,
+                        v.irq,
+                        if v.managed { " (managed)" } else { "" },
+                        lab::topology::format_cpulist(&v.affinity),
+                        lab::topology::format_cpulist(&v.effective)
+                    );
+                }
+            }
             let mut cmd = GuestCommand::new(command);
             cmd.timeout = Duration::from_secs(timeout);
             let exec_started = Instant::now();

@@ -179,6 +179,66 @@ impl DeviceSpec {
     }
 }
 
+impl std::str::FromStr for DeviceSpec {
+    type Err = anyhow::Error;
+
+    /// The command line's device syntax: `KIND[:KEY=VALUE,...]` with `ioat:channels=N`,
+    /// `ptdma`, `nic` and `nvme:queues=N,size=SIZE[,namespaces=K]` (K namespaces of SIZE
+    /// each), plus `irq<V>=CPULIST` to pin vector V (`nvme:queues=2,size=1G,irq0=3`).
+    fn from_str(text: &str) -> Result<DeviceSpec> {
+        let (kind, rest) = text.split_once(':').unwrap_or((text, ""));
+        let mut fields = std::collections::BTreeMap::new();
+        for pair in rest.split(',').filter(|p| !p.is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .with_context(|| format!("device {text:?}: {pair:?} is not KEY=VALUE"))?;
+            fields.insert(key.trim().to_string(), value.trim().to_string());
+        }
+        let mut take = |key: &str| fields.remove(key);
+        let number = |key: &str, value: Option<String>, default: Option<u64>| -> Result<u64> {
+            match value {
+                Some(v) => v
+                    .parse()
+                    .with_context(|| format!("device {text:?}: {key}={v} is not a whole number")),
+                None => default.with_context(|| format!("device {text:?}: {kind} needs {key}=...")),
+            }
+        };
+        let mut spec = match kind {
+            "ioat" => {
+                let channels = number("channels", take("channels"), Some(1))?;
+                DeviceSpec::ioat(u8::try_from(channels).unwrap_or(u8::MAX))
+            }
+            "ptdma" => DeviceSpec::ptdma(),
+            "nic" => DeviceSpec::nic(),
+            "nvme" => {
+                let queues = number("queues", take("queues"), None)?;
+                let size = take("size")
+                    .with_context(|| format!("device {text:?}: nvme needs size=... (e.g. 1G)"))?;
+                let bytes = crate::topology::parse_size(&size)
+                    .map_err(|e| anyhow::anyhow!("device {text:?}: size: {e}"))?;
+                let count = number("namespaces", take("namespaces"), Some(1))?;
+                DeviceSpec::new(DeviceKind::Nvme(Nvme {
+                    io_queues: u16::try_from(queues).unwrap_or(u16::MAX),
+                    namespaces: vec![bytes; count as usize],
+                }))
+            }
+            other => {
+                anyhow::bail!("device {text:?}: unknown kind {other:?} (ioat, ptdma, nvme, nic)")
+            }
+        };
+        for (key, value) in std::mem::take(&mut fields) {
+            let vector: usize = key
+                .strip_prefix("irq")
+                .and_then(|v| v.parse().ok())
+                .with_context(|| format!("device {text:?}: unknown field {key:?}"))?;
+            let cpus = crate::topology::parse_cpulist(&value)
+                .with_context(|| format!("device {text:?}: {key}={value} is not a CPU list"))?;
+            spec = spec.irq_on_cpus(vector, &cpus);
+        }
+        Ok(spec)
+    }
+}
+
 /// A device attached to one VM; its host side (process, files) goes with the VM.
 #[derive(Debug)]
 pub struct RunningDevice {
@@ -205,4 +265,46 @@ const FIRST_SLOT: usize = 0x10;
 
 pub fn pci_address(index: usize) -> String {
     format!("0000:00:{:02x}.0", FIRST_SLOT + index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_parse_from_the_command_line_syntax() {
+        let nvme: DeviceSpec = "nvme:queues=3,size=1G,namespaces=2,irq0=5".parse().unwrap();
+        assert_eq!(
+            nvme.kind,
+            DeviceKind::Nvme(Nvme {
+                io_queues: 3,
+                namespaces: vec![1 << 30, 1 << 30],
+            })
+        );
+        assert_eq!(nvme.irq_cpus, [Some(vec![5])]);
+        assert_eq!(
+            "ioat:channels=2".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::ioat(2)
+        );
+        assert_eq!("ioat".parse::<DeviceSpec>().unwrap(), DeviceSpec::ioat(1));
+        assert_eq!("ptdma".parse::<DeviceSpec>().unwrap(), DeviceSpec::ptdma());
+        assert_eq!("nic".parse::<DeviceSpec>().unwrap(), DeviceSpec::nic());
+    }
+
+    #[test]
+    fn bad_device_text_names_what_is_wrong() {
+        let err = |text: &str| text.parse::<DeviceSpec>().unwrap_err().to_string();
+        assert!(
+            err("nvme:size=1G").contains("queues="),
+            "{}",
+            err("nvme:size=1G")
+        );
+        assert!(err("nvme:queues=2").contains("size="));
+        assert!(err("nvme:queues=two,size=1G").contains("queues=two"));
+        assert!(err("nvme:queues=2,size=lots").contains("size"));
+        assert!(err("nvme:queues=2,size=1G,colour=red").contains("\"colour\""));
+        assert!(err("nvme:queues=2,size=1G,irq1=x").contains("irq1=x"));
+        assert!(err("floppy").contains("unknown kind \"floppy\""));
+        assert!(err("nvme:queues").contains("KEY=VALUE"));
+    }
 }
