@@ -22,6 +22,7 @@ pub mod report;
 pub mod scenarios;
 pub mod slots;
 pub mod stats;
+pub mod storage;
 pub mod toolchain;
 pub mod topology;
 pub mod variant;

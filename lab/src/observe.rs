@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 use crate::topology::Topology;
 use crate::vm::Vm;
 
+mod wakeups;
+pub use wakeups::{allowed_cpus, task_class, WakeupTrace, Wakeups, HARD_IRQ, SOFT_IRQ};
+
 const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// A tracefs session following one task (by command-name prefix) and, optionally, one

@@ -2,9 +2,11 @@
 //! one seed S1 needs: every parameter of the seed run, run through the module's sysfs
 //! interface, its summary lines parsed per thread, and its failure lines surfaced as errors.
 
+mod fio;
 mod hackbench;
 mod numa01;
 
+pub use fio::{Fio, FioDirection, FioJob, FioResult, FioTarget};
 pub use hackbench::{Hackbench, HackbenchResult};
 pub use numa01::{Numa01, Numa01Result};
 
