@@ -32,6 +32,11 @@ enum Cmd {
         /// variants the tests use).
         #[arg(long, default_values = ["v6.12", "v6.12+wake-affine-idle-revert", "v6.12+ptdma-claim-once", "v6.12+numa-scan-revert", "v6.12+numa-scan-pid-only"])]
         kernels: Vec<String>,
+        /// Guest images to build beside the default one, for the first kernel (the scenario
+        /// tests' `sched` and `storage`): built here once, not inside two tests at the same
+        /// time.
+        #[arg(long, default_values = ["sched", "storage"])]
+        images: Vec<String>,
     },
     /// Inspect the declared machine shapes.
     Topology {
@@ -233,15 +238,23 @@ async fn lab_ready() -> Result<Lab> {
 async fn run(cli: Cli, started: Instant) -> Result<i32> {
     match cli.command {
         Cmd::Doctor => doctor().await,
-        Cmd::Prepare { kernels } => {
+        Cmd::Prepare { kernels, images } => {
             let started = Instant::now();
             let lab = lab_ready().await?;
+            let mut first = None;
             for name in kernels {
                 let ready = lab.prepare(&lab::variant::Variant::kernel(&name)).await?;
                 let image = lab
                     .image_for(lab::host::DEFAULT_IMAGE, &ready.kernel)
                     .await?;
                 println!("{name}: {} (image {})", ready.kernel.release, image.hash);
+                first.get_or_insert((name, ready.kernel));
+            }
+            if let Some((name, kernel)) = first {
+                for recipe in images {
+                    let image = lab.image_for(&recipe, &kernel).await?;
+                    println!("image {recipe} for {name}: {}", image.hash);
+                }
             }
             println!(
                 "prepared in {:.0?} ({})",

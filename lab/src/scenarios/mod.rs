@@ -2,8 +2,10 @@
 //! `lab compare SCENARIO` runs. A test may also define its own scenario and hand it to
 //! [`crate::experiment::Experiment`] directly.
 
+pub mod delay_dequeue;
 pub mod dma_wakeup;
 pub mod eevdf_parity;
+pub mod irq_spread;
 pub mod numa_scan;
 
 use std::collections::BTreeMap;
@@ -16,12 +18,20 @@ use crate::experiment::{Experiment, MetricDef, Outcome, Scenario};
 use crate::variant::Variant;
 use crate::Lab;
 
+pub use delay_dequeue::DelayDequeue;
 pub use dma_wakeup::DmaWakeup;
 pub use eevdf_parity::EevdfParity;
+pub use irq_spread::IrqSpread;
 pub use numa_scan::NumaScan;
 
 /// The shipped scenario names, in `lab scenarios` order.
-pub const NAMES: &[&str] = &["dma-wakeup", "eevdf-parity", "numa-scan"];
+pub const NAMES: &[&str] = &[
+    "dma-wakeup",
+    "eevdf-parity",
+    "numa-scan",
+    "delay-dequeue",
+    "irq-spread",
+];
 
 /// What `lab scenarios` shows of one scenario.
 #[derive(Debug, Clone)]
@@ -57,6 +67,8 @@ pub fn describe(name: &str) -> Result<Listing> {
         "dma-wakeup" => listing(&DmaWakeup::seed()),
         "eevdf-parity" => listing(&EevdfParity::seed()),
         "numa-scan" => listing(&NumaScan::seed()),
+        "delay-dequeue" => listing(&DelayDequeue::seed()),
+        "irq-spread" => listing(&IrqSpread::seed()),
         other => unknown(other),
     }
 }
@@ -89,6 +101,8 @@ pub async fn compare(lab: &Lab, request: &Request) -> Result<Outcome> {
         "dma-wakeup" => run(lab, DmaWakeup::seed(), request).await,
         "eevdf-parity" => run(lab, EevdfParity::seed(), request).await,
         "numa-scan" => run(lab, NumaScan::seed(), request).await,
+        "delay-dequeue" => run(lab, DelayDequeue::seed(), request).await,
+        "irq-spread" => run(lab, IrqSpread::seed(), request).await,
         other => unknown(other),
     }
 }
