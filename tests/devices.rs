@@ -85,3 +85,21 @@ async fn a_mask_naming_a_missing_cpu_fails_before_boot() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_namespace_larger_than_the_free_space_fails_before_boot() {
+    let lab = common::lab().await;
+    let err = lab
+        .boot(BootOptions::named("devices-huge-namespace").device(DeviceSpec::nvme(2, 1 << 60)))
+        .await
+        .unwrap_err();
+    let err = format!("{err:#}");
+    // Refused while creating the backing file (before QEMU starts), naming the field and the
+    // space; the file is never written and the VM's scratch dir goes with the error.
+    assert!(
+        err.contains("starting device 0")
+            && err.contains("nvme namespaces need 1152921504606846976 bytes")
+            && err.contains("free"),
+        "{err}"
+    );
+}
