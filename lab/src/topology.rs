@@ -71,6 +71,9 @@ pub const LOCAL_DISTANCE: u32 = 10;
 pub const DEFAULT_REMOTE_DISTANCE: u32 = 20;
 
 const MIB: u64 = 1 << 20;
+/// Host CPUs a pin may name: the size of the affinity set (`cpu_set_t`) the lab passes to
+/// `sched_setaffinity`.
+pub const MAX_HOST_CPUS: usize = 1024;
 
 /// What is wrong with a topology file, for callers that match on it; the message has details.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +105,8 @@ pub enum InvalidKind {
     PinUnknownVcpu,
     PinTwice,
     PinLength,
+    PinHostRange,
+    PinHostTwice,
 }
 
 /// Errors from loading or finding a topology. Every message starts with the file (or directory).
@@ -378,6 +383,37 @@ impl Topology {
     /// vCPU -> host CPU; empty when the file pins nothing.
     pub fn pinning(&self) -> &BTreeMap<u32, u32> {
         &self.pinning
+    }
+
+    /// Checks the pin map against the host's online CPUs (a cpulist, as in
+    /// `/sys/devices/system/cpu/online`) before anything starts.
+    pub fn check_pins_against(&self, online: &str) -> Result<(), String> {
+        if self.pinning.is_empty() {
+            return Ok(());
+        }
+        let online = parse_cpulist(online.trim())
+            .map_err(|e| format!("the host's online CPU list {online:?}: {e}"))?;
+        for (vcpu, host) in &self.pinning {
+            if !online.contains(host) {
+                return Err(format!(
+                    "{}: [[pin]] puts vCPU {vcpu} on host CPU {host}, which is not online here \
+                     (online: {})",
+                    self.file.display(),
+                    format_cpulist(&online)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Self::check_pins_against`] this host.
+    pub fn check_pins_on_host(&self) -> Result<(), String> {
+        if self.pinning.is_empty() {
+            return Ok(());
+        }
+        let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .map_err(|e| format!("reading the host's online CPUs: {e}"))?;
+        self.check_pins_against(&online)
     }
     pub fn mapping(&self) -> Mapping {
         self.mapping
@@ -861,6 +897,7 @@ fn validate(raw: RawTopology, file: PathBuf, text: &str) -> Result<Topology, Top
     // Pinning.
     let mut pinning: BTreeMap<u32, u32> = BTreeMap::new();
     let mut pinned_by: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut host_used_by: BTreeMap<u32, usize> = BTreeMap::new();
     for (i, p) in raw.pins.iter().enumerate() {
         let vfield = format!("pin[{i}].vcpus");
         let vcpus = c.cpulist(&vfield, &p.vcpus)?;
@@ -897,6 +934,28 @@ fn validate(raw: RawTopology, file: PathBuf, text: &str) -> Result<Topology, Top
                     vcpus.len()
                 ),
             ));
+        }
+        for &h in &host {
+            // The affinity set the lab hands to sched_setaffinity holds CPUs 0-1023.
+            if h as usize >= MAX_HOST_CPUS {
+                return Err(c.err(
+                    format!("pin[{i}].host"),
+                    K::PinHostRange,
+                    format!(
+                        "host CPU {h} is beyond the affinity set's {MAX_HOST_CPUS} CPUs (0-{})",
+                        MAX_HOST_CPUS - 1
+                    ),
+                ));
+            }
+            if let Some(j) = host_used_by.insert(h, i) {
+                return Err(c.err(
+                    format!("pin[{i}].host"),
+                    K::PinHostTwice,
+                    format!(
+                        "host CPU {h} is already taken by pin[{j}]: each vCPU gets a host CPU of its own"
+                    ),
+                ));
+            }
         }
         pinning.extend(vcpus.into_iter().zip(host));
     }

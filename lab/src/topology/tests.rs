@@ -360,6 +360,34 @@ fn pin_twice_and_length_mismatch() {
 }
 
 #[test]
+fn pin_host_cpus_must_fit_the_affinity_set_and_be_used_once() {
+    let text = format!("{BASE}[[pin]]\nvcpus = \"0-1\"\nhost = \"1023-1024\"\n");
+    let msg = assert_invalid(&text, InvalidKind::PinHostRange, "pin[0].host");
+    assert!(msg.contains("host CPU 1024"), "{msg}");
+    let text = format!(
+        "{BASE}[[pin]]\nvcpus = \"0-1\"\nhost = \"4-5\"\n[[pin]]\nvcpus = \"2\"\nhost = \"5\"\n"
+    );
+    let msg = assert_invalid(&text, InvalidKind::PinHostTwice, "pin[1].host");
+    assert!(
+        msg.contains("host CPU 5") && msg.contains("pin[0]"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn pins_are_checked_against_the_host_before_boot() {
+    let text = format!("{BASE}[[pin]]\nvcpus = \"0-1\"\nhost = \"2-3\"\n");
+    let t = parse(&text).unwrap();
+    assert!(t.check_pins_against("0-3\n").is_ok());
+    let err = t.check_pins_against("0-2").unwrap_err();
+    assert!(
+        err.starts_with(FILE) && err.contains("host CPU 3") && err.contains("online: 0-2"),
+        "{err}"
+    );
+    assert!(parse(BASE).unwrap().check_pins_against("0").is_ok());
+}
+
+#[test]
 fn pinning_is_one_to_one() {
     let text = format!(
         "{BASE}[[pin]]\nvcpus = \"0-1\"\nhost = \"10-11\"\n[[pin]]\nvcpus = \"7\"\nhost = \"3\"\n"

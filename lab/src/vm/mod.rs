@@ -169,6 +169,9 @@ impl Vm {
         for (index, device) in spec.devices.iter().enumerate() {
             device.validate(index, spec.topology.nr_cpus())?;
         }
+        spec.topology
+            .check_pins_on_host()
+            .map_err(anyhow::Error::msg)?;
         for (index, device) in spec.devices.iter().enumerate() {
             let running = device
                 .start(index, dir.path(), &spec.log_dir)
@@ -351,6 +354,13 @@ async fn pin_vcpus(
         let Some(host) = pins.get(&(base.cpu_index as u32)) else {
             continue;
         };
+        // Topology validation keeps pins below the set's size; a bad one must not panic here.
+        if *host as usize >= crate::topology::MAX_HOST_CPUS {
+            anyhow::bail!(
+                "vCPU {} is pinned to host CPU {host}, beyond the affinity set",
+                base.cpu_index
+            );
+        }
         // SAFETY: a zeroed cpu_set_t is valid; CPU_SET stays within it for host < CPU_SETSIZE.
         let rc = unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
