@@ -178,29 +178,32 @@ pub fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Result<Run
     for (path, r) in &records[1..] {
         same_definition(first_path, base, path, r.comparison())?;
     }
-    // Which grouped fields really differ somewhere: only those rename columns.
+    // Which fields differ somewhere: grouped ones rename columns, the others refuse the merge.
     let mut splitting = Vec::new();
+    let mut refused = Vec::new();
     for field in Field::ALL {
-        for variant in base.variants() {
+        let differs = base.variants().iter().find_map(|variant| {
             let want = field.value(&first.manifest, variant);
-            if let Some((path, _)) = records[1..]
+            records[1..]
                 .iter()
                 .find(|(_, r)| field.value(&r.manifest, variant) != want)
-            {
-                if !group_by.contains(&field) {
-                    bail!(
-                        "{} and {} differ in manifest field {field} (variant {variant}), which \
-                         changes the result; merge records that agree, or group by it \
-                         (`--group-by {field}`)",
-                        first_path.display(),
-                        path.display(),
-                    );
-                }
-                if !splitting.contains(&field) {
-                    splitting.push(field);
-                }
+                .map(|(path, _)| (variant, path))
+        });
+        match differs {
+            Some(_) if group_by.contains(&field) => splitting.push(field),
+            Some((variant, path)) => {
+                refused.push(format!("{field} (variant {variant}, {})", path.display()))
             }
+            None => {}
         }
+    }
+    if !refused.is_empty() {
+        bail!(
+            "records differ from {} in manifest field {}, which changes the result; merge records \
+             that agree, or group by the field (`--group-by FIELD`)",
+            first_path.display(),
+            refused.join("; manifest field ")
+        );
     }
     // Column name of (record, variant), in order of first appearance, base's group first.
     let column = |r: &RunRecord, variant: &str| {
