@@ -164,8 +164,9 @@ pub struct Outcome {
     pub record_path: PathBuf,
     /// `<dir>/table.txt`.
     pub table_path: PathBuf,
-    /// `<dir>/record.html`: the table, the per-boot values and the pictures.
-    pub html_path: PathBuf,
+    /// `<dir>/record.html`: the table, the per-boot values and the pictures; `None` when it
+    /// could not be drawn (a warning says why: the record and table stand without it).
+    pub html_path: Option<PathBuf>,
     /// This run's directory.
     pub dir: PathBuf,
 }
@@ -376,7 +377,13 @@ impl<S: Scenario> Experiment<S> {
         let table_path = dir.join("table.txt");
         std::fs::write(&table_path, record.comparison().table())
             .with_context(|| format!("writing {}", table_path.display()))?;
-        let html_path = crate::report::html::write(&record, &record_path, None)?;
+        let html_path = match crate::report::html::write(&record, &record_path, None) {
+            Ok(path) => Some(path),
+            Err(e) => {
+                crate::progress::warn(format!("{}: no HTML report: {e:#}", self.name));
+                None
+            }
+        };
         Ok(Outcome {
             record,
             record_path,

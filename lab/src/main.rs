@@ -388,11 +388,13 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             let outcome = lab::scenarios::compare(&lab, &request).await?;
             print!("{}", outcome.comparison().table());
             eprintln!(
-                "lab: record {}\nlab: table {}\nlab: report {}",
+                "lab: record {}\nlab: table {}",
                 outcome.record_path.display(),
                 outcome.table_path.display(),
-                outcome.html_path.display()
             );
+            if let Some(html) = &outcome.html_path {
+                eprintln!("lab: report {}", html.display());
+            }
             if !lab.on_kvm() {
                 eprintln!(
                     "lab: throughput metrics are not meaningful under {}; placement and counters are",
