@@ -22,9 +22,9 @@ lint:
 fuzz cases="20000":
     PROPTEST_CASES={{cases}} cargo test -p lab-dma --release -- --nocapture
 
-# The last stored comparison tables.
-report:
-    cargo run -p lab -- report
+# The stored comparison tables; `just report --html` writes their pages.
+report *args:
+    cargo run -p lab -- report {{args}}
 
 # Run the S1 cross-LLC placement test N times in a row and count passes.
 soak n="10":

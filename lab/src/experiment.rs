@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 
 use crate::devices::{bind_and_pin, BoundDevice, DeviceSpec};
 use crate::kernel::ReadyKernel;
-use crate::report::{Comparison, Direction, Manifest, RunRecord};
+use crate::report::{Comparison, Direction, Manifest, Picture, RunRecord};
 use crate::stats::interleaved_order;
 use crate::topology::Topology;
 use crate::variant::Variant;
@@ -132,6 +132,11 @@ pub trait Scenario {
     fn plan(&self, params: &Self::Params, topology: &Topology) -> Result<BootPlan>;
     /// Measures one booted guest.
     async fn measure(&self, params: &Self::Params, boot: &Boot<'_>) -> Result<Measurement>;
+    /// Which per-CPU map of its details (`Measurement::details`) the HTML report draws on the
+    /// topology, for which task, with which CPUs marked. None: the report has no heatmap.
+    fn picture(&self) -> Option<Picture> {
+        None
+    }
 }
 
 /// A scenario run as a comparison of variants.
@@ -159,6 +164,9 @@ pub struct Outcome {
     pub record_path: PathBuf,
     /// `<dir>/table.txt`.
     pub table_path: PathBuf,
+    /// `<dir>/record.html`: the table, the per-boot values and the pictures; `None` when it
+    /// could not be drawn (a warning says why: the record and table stand without it).
+    pub html_path: Option<PathBuf>,
     /// This run's directory.
     pub dir: PathBuf,
 }
@@ -369,10 +377,18 @@ impl<S: Scenario> Experiment<S> {
         let table_path = dir.join("table.txt");
         std::fs::write(&table_path, record.comparison().table())
             .with_context(|| format!("writing {}", table_path.display()))?;
+        let html_path = match crate::report::html::write(&record, &record_path, None) {
+            Ok(path) => Some(path),
+            Err(e) => {
+                crate::progress::warn(format!("{}: no HTML report: {e:#}", self.name));
+                None
+            }
+        };
         Ok(Outcome {
             record,
             record_path,
             table_path,
+            html_path,
             dir,
         })
     }
@@ -411,6 +427,7 @@ impl<S: Scenario> Experiment<S> {
             .iter()
             .map(|a| json!({"variant": a.variant.name, "recipe": a.image.recipe, "hash": a.image.hash}))
             .collect();
+        manifest.picture = self.scenario.picture();
         manifest.parameters = json!({
             "scenario": self.scenario.name(),
             "repetitions": self.repetitions,
@@ -590,7 +607,7 @@ fn set_path(root: &mut Value, name: &str, new: Value) -> Result<()> {
 }
 
 /// Creates `parent/<UTC time>-<unique>/`: a directory no other run shares.
-fn run_dir(parent: &Path) -> Result<PathBuf> {
+pub fn run_dir(parent: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -113,8 +113,19 @@ enum Cmd {
         #[arg(long)]
         name: Option<String>,
     },
-    /// Print the stored comparison tables under results/.
-    Report,
+    /// Print the stored comparison tables (under results/, or the RESULTS given); with
+    /// `--html`, write each record's page next to it (record.json -> record.html).
+    #[command(args_conflicts_with_subcommands = true)]
+    Report {
+        #[command(subcommand)]
+        command: Option<ReportCmd>,
+        /// Write a self-contained HTML page per record and print its path.
+        #[arg(long)]
+        html: bool,
+        /// Record files or directories to search for them (default: results/).
+        #[arg(value_name = "RESULTS")]
+        results: Vec<PathBuf>,
+    },
     /// Kernel recipes and their cached builds.
     Kernel {
         #[command(subcommand)]
@@ -179,6 +190,26 @@ fn parse_set(text: &str) -> Result<(String, String), String> {
         Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("{text:?}: write PARAM=VALUE")),
     }
+}
+
+#[derive(Subcommand)]
+enum ReportCmd {
+    /// Combine records of the same comparison from several machines or CI shards into one
+    /// (every boot of every record), refusing records whose kernel, topology, accelerator or
+    /// parameters differ unless grouped by that field.
+    Merge {
+        /// Run directories, results directories (searched for record.json) or record files.
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+        /// Let records differ in this field (kernel, topology, accelerator, parameters): each
+        /// of its values gets its own columns.
+        #[arg(long = "group-by", value_name = "FIELD")]
+        group_by: Vec<lab::report::merge::Field>,
+        /// Where the merged record, table and page go (default: a new directory under
+        /// results/<comparison>/).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -401,8 +432,11 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             eprintln!(
                 "lab: record {}\nlab: table {}",
                 outcome.record_path.display(),
-                outcome.table_path.display()
+                outcome.table_path.display(),
             );
+            if let Some(html) = &outcome.html_path {
+                eprintln!("lab: report {}", html.display());
+            }
             if !lab.on_kvm() {
                 eprintln!(
                     "lab: throughput metrics are not meaningful under {}; placement and counters are",
@@ -411,27 +445,20 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             }
             Ok(0)
         }
-        Cmd::Report => {
-            let root = lab::host::results_root();
-            let mut found = 0;
-            for entry in walk_json(&root) {
-                match lab::report::RunRecord::read_json(&entry) {
-                    Ok(record) => {
-                        println!("== {}", entry.display());
-                        if let Some(failure) = &record.failure {
-                            println!("(stopped early: {failure})");
-                        }
-                        print!("{}", record.comparison().table());
-                        found += 1;
-                    }
-                    Err(e) => eprintln!("lab: skipping {}: {e:#}", entry.display()),
-                }
-            }
-            if found == 0 {
-                println!("no comparison records under {}", root.display());
-            }
-            Ok(0)
-        }
+        Cmd::Report {
+            command:
+                Some(ReportCmd::Merge {
+                    dirs,
+                    group_by,
+                    out,
+                }),
+            ..
+        } => merge(&dirs, &group_by, out),
+        Cmd::Report {
+            command: None,
+            html,
+            results,
+        } => report(&results, html),
         Cmd::Kernel { command } => {
             let cache = lab::cache::Cache::from_env()?;
             let opts = lab::kernel::BuildOptions::default();
@@ -576,6 +603,98 @@ async fn kernel_times(
         tokio::task::spawn_blocking(move || lab::bench::kernel::from_cache(&cache, &base, &variant))
             .await?
     }
+}
+
+/// `lab report [--html] [RESULTS...]`: every record's table, or its page.
+fn report(results: &[PathBuf], html: bool) -> Result<i32> {
+    let roots = if results.is_empty() {
+        vec![lab::host::results_root()]
+    } else {
+        results.to_vec()
+    };
+    let mut found = 0;
+    for root in &roots {
+        let files = if root.is_file() {
+            vec![root.clone()]
+        } else {
+            walk_json(root)
+        };
+        for entry in files {
+            let record = match lab::report::RunRecord::read_json(&entry) {
+                Ok(record) => record,
+                // Named explicitly: a bad record is an error; found by searching: skipped.
+                Err(e) if root == &entry => return Err(e),
+                Err(e) => {
+                    eprintln!("lab: skipping {}: {e:#}", entry.display());
+                    continue;
+                }
+            };
+            found += 1;
+            if html {
+                let path =
+                    lab::report::html::write(&record, &entry, scenario_picture(&record).as_ref())?;
+                println!("{}", path.display());
+                continue;
+            }
+            println!("== {}", entry.display());
+            if let Some(failure) = &record.failure {
+                println!("(stopped early: {failure})");
+            }
+            print!("{}", record.comparison().table());
+        }
+    }
+    if found == 0 {
+        let names: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+        println!("no comparison records under {}", names.join(", "));
+    }
+    Ok(0)
+}
+
+/// The picture a record's scenario draws, for records older than the manifest's own.
+fn scenario_picture(record: &lab::report::RunRecord) -> Option<lab::report::Picture> {
+    let scenario = record.manifest.parameters.get("scenario")?.as_str()?;
+    lab::scenarios::picture(scenario)
+}
+
+/// `lab report merge DIR...`: one record, table and page of every boot of the records given.
+fn merge(
+    dirs: &[PathBuf],
+    group_by: &[lab::report::merge::Field],
+    out: Option<PathBuf>,
+) -> Result<i32> {
+    let files = lab::report::merge::record_files(dirs)?;
+    let records = files
+        .into_iter()
+        .map(|f| lab::report::RunRecord::read_json(&f).map(|r| (f, r)))
+        .collect::<Result<Vec<_>>>()?;
+    let merged = lab::report::merge::merge(&records, group_by)?;
+    let dir = match out {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            dir
+        }
+        None => lab::experiment::run_dir(
+            &lab::host::results_root().join(lab::host::sanitize(merged.comparison().name())),
+        )?,
+    };
+    let record_path = dir.join("record.json");
+    merged.write_json_to(&record_path)?;
+    let table_path = dir.join("table.txt");
+    std::fs::write(&table_path, merged.comparison().table())
+        .with_context(|| format!("writing {}", table_path.display()))?;
+    // The records agree on the scenario (a compared field), so the first one's picture fits.
+    let picture = scenario_picture(&merged).or_else(|| scenario_picture(&records[0].1));
+    let html = lab::report::html::write(&merged, &record_path, picture.as_ref())?;
+    print!("{}", merged.comparison().table());
+    eprintln!(
+        "lab: merged {} records ({} boots)\nlab: record {}\nlab: table {}\nlab: report {}",
+        records.len(),
+        merged.boots().len(),
+        record_path.display(),
+        table_path.display(),
+        html.display()
+    );
+    Ok(0)
 }
 
 /// Every `*.json` under `dir`, sorted.

@@ -18,6 +18,9 @@ use thiserror::Error;
 
 use crate::stats::{Change, Significance, StatsError, Summary, Verdict};
 
+pub mod html;
+pub mod merge;
+
 /// Which way a metric should move for a variant to count as better. Only used to word the
 /// table; verdicts and assertions are about higher/lower.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -479,6 +482,51 @@ impl Comparison {
         }
     }
 
+    /// Every metric's numbers, in table order: what the text table and the HTML report show,
+    /// computed once here so both always agree.
+    pub fn rows(&self) -> Vec<MetricRow<'_>> {
+        self.metrics.iter().map(|m| self.metric_row(m)).collect()
+    }
+
+    fn metric_row<'a>(&'a self, m: &'a Metric) -> MetricRow<'a> {
+        let others = self.variants[1..]
+            .iter()
+            .map(|v| {
+                let change = self.change(&m.name, v).ok();
+                let called = |s| {
+                    change
+                        .as_ref()
+                        .map_or(Verdict::NoChange, |ch| ch.verdict(s, m.noise_floor))
+                };
+                let (at01, at05) = (called(Significance::P01), called(Significance::P05));
+                let marker = if at01 != Verdict::NoChange {
+                    Significance::P01.marker()
+                } else if at05 != Verdict::NoChange {
+                    Significance::P05.marker()
+                } else {
+                    ""
+                };
+                VariantChange {
+                    variant: v,
+                    summary: self.summary(&m.name, v).ok(),
+                    judgement: change.as_ref().and_then(|_| m.direction.judge(at05)),
+                    change,
+                    marker,
+                }
+            })
+            .collect();
+        MetricRow {
+            metric: m,
+            base: self.summary(&m.name, self.base()).ok(),
+            others,
+            counts: self
+                .variants
+                .iter()
+                .map(|v| m.samples.get(v).map_or(0, Vec::len))
+                .collect(),
+        }
+    }
+
     fn failure(&self, reason: String) -> anyhow::Error {
         anyhow!("{reason}\n\n{}", self.table())
     }
@@ -487,7 +535,13 @@ impl Comparison {
     /// stddev, then for each other variant its %change, significance marker, mean and stddev;
     /// then the metric, and per variant the p-value and the 95% interval of the %change.
     pub fn table(&self) -> String {
-        Table::of(self).render(self)
+        self.table_of(&self.rows())
+    }
+
+    /// [`Comparison::table`] from rows already computed (the permutation tests of ten boots a
+    /// side take seconds in a debug build; the HTML page shows the rows and this table).
+    pub fn table_of(&self, rows: &[MetricRow<'_>]) -> String {
+        Table::of(self, rows).render(self)
     }
 
     /// Writes `<dir>/<name>.json` (name made file-safe) atomically: a reader never sees a
@@ -505,6 +559,56 @@ impl fmt::Display for Comparison {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.table())
     }
+}
+
+/// One metric's row: the base's summary and every other variant against it.
+#[derive(Debug, Clone)]
+pub struct MetricRow<'a> {
+    pub metric: &'a Metric,
+    /// `None` without samples.
+    pub base: Option<Summary>,
+    /// Every variant but the base, in column order.
+    pub others: Vec<VariantChange<'a>>,
+    /// Samples per variant, base first.
+    pub counts: Vec<usize>,
+}
+
+/// One variant against the base in a [`MetricRow`].
+#[derive(Debug, Clone)]
+pub struct VariantChange<'a> {
+    pub variant: &'a str,
+    pub summary: Option<Summary>,
+    /// `None` when either side has no samples.
+    pub change: Option<Change>,
+    /// `**` (p<0.01), `*` (p<0.05) beyond the noise floor, or empty.
+    pub marker: &'static str,
+    /// "better"/"worse" at p<0.05, by the metric's direction.
+    pub judgement: Option<&'static str>,
+}
+
+/// How a report draws a scenario's per-CPU picture: which map in each boot's scenario details
+/// holds the watched task's per-CPU values, and which CPUs to mark. The scenario names these
+/// (`Scenario::picture`); the report knows no scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Picture {
+    /// The watched task(s), in the reader's words ("dmatest's copy thread").
+    pub task: String,
+    /// What a value counts ("time on CPU, us").
+    pub quantity: String,
+    /// JSON pointer to a `{"cpu": value}` map in a boot's scenario details.
+    pub per_cpu: String,
+    /// CPUs to mark in every boot's row (the IRQ CPU, the start CPU).
+    #[serde(default)]
+    pub marks: Vec<Mark>,
+}
+
+/// A marked CPU of a [`Picture`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mark {
+    /// Short, drawn beside the CPU ("IRQ").
+    pub label: String,
+    /// JSON pointer to the CPU number in a boot's scenario details.
+    pub cpu: String,
 }
 
 /// Where, on what and with which inputs a run happened. Free-form so each part of the lab
@@ -532,6 +636,10 @@ pub struct Manifest {
     /// Workload and device parameters, repetitions, seeds.
     #[serde(default)]
     pub parameters: Value,
+    /// How the HTML report draws the scenario's per-CPU data; absent when it has none (and in
+    /// records written before pictures existed: the report then asks the scenario registry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub picture: Option<Picture>,
 }
 
 /// One boot's raw result.
@@ -770,7 +878,7 @@ fn join_or_none<'a>(names: impl Iterator<Item = &'a str>) -> String {
     }
 }
 
-fn unit_suffix(unit: &str) -> String {
+pub(crate) fn unit_suffix(unit: &str) -> String {
     if unit.is_empty() {
         String::new()
     } else {
@@ -779,7 +887,7 @@ fn unit_suffix(unit: &str) -> String {
 }
 
 /// A value with about four significant digits, in at most ~10 characters.
-fn fmt_value(x: f64) -> String {
+pub(crate) fn fmt_value(x: f64) -> String {
     let a = x.abs();
     if x == 0.0 {
         "0".to_string()
@@ -794,7 +902,7 @@ fn fmt_value(x: f64) -> String {
     }
 }
 
-fn fmt_p(p: f64) -> String {
+pub(crate) fn fmt_p(p: f64) -> String {
     if p < 0.001 {
         format!("{p:.1e}")
     } else {
@@ -802,7 +910,7 @@ fn fmt_p(p: f64) -> String {
     }
 }
 
-fn fmt_pct(p: f64) -> String {
+pub(crate) fn fmt_pct(p: f64) -> String {
     format!("{p:+.1}%")
 }
 
@@ -883,8 +991,8 @@ struct Table {
 }
 
 impl Table {
-    fn of(c: &Comparison) -> Table {
-        let rows: Vec<Row> = c.metrics.iter().map(|m| Table::row(c, m)).collect();
+    fn of(c: &Comparison, rows: &[MetricRow<'_>]) -> Table {
+        let rows: Vec<Row> = rows.iter().map(Table::row).collect();
         let cells = rows
             .iter()
             .flat_map(|r| std::iter::once(&r.base).chain(r.others.iter().map(|o| &o.cell)));
@@ -927,38 +1035,23 @@ impl Table {
         }
     }
 
-    fn row(c: &Comparison, m: &Metric) -> Row {
-        let summary = |v: &str| c.summary(&m.name, v).ok();
-        let base_summary = summary(c.base());
+    fn row(r: &MetricRow<'_>) -> Row {
+        let m = r.metric;
         let mut others = Vec::new();
         let mut notes = Vec::new();
-        for v in &c.variants[1..] {
-            let change = c.change(&m.name, v).ok();
-            let called = |s| {
-                change
-                    .as_ref()
-                    .map_or(Verdict::NoChange, |ch| ch.verdict(s, m.noise_floor))
-            };
-            let (at01, at05) = (called(Significance::P01), called(Significance::P05));
-            let marker = if at01 != Verdict::NoChange {
-                Significance::P01.marker()
-            } else if at05 != Verdict::NoChange {
-                Significance::P05.marker()
-            } else {
-                ""
-            };
-            let pct = match &change {
+        for o in &r.others {
+            let pct = match &o.change {
                 Some(ch) => ch.pct_change.map_or("n/a".to_string(), fmt_pct),
                 None => String::new(),
             };
-            notes.push(match &change {
+            notes.push(match &o.change {
                 None => "p=n/a".to_string(),
                 Some(ch) => {
                     let mut note = format!("p={}", fmt_p(ch.p_value));
                     if let Some(ci) = ch.pct_change_ci95 {
                         note += &format!(" [{}, {}]", fmt_pct(ci.low), fmt_pct(ci.high));
                     }
-                    if let Some(word) = m.direction.judge(at05) {
+                    if let Some(word) = o.judgement {
                         note += " ";
                         note += word;
                     }
@@ -967,15 +1060,11 @@ impl Table {
             });
             others.push(OtherCell {
                 pct,
-                marker,
-                cell: Cell::of(summary(v).as_ref()),
+                marker: o.marker,
+                cell: Cell::of(o.summary.as_ref()),
             });
         }
-        let counts: Vec<String> = c
-            .variants
-            .iter()
-            .map(|v| m.samples.get(v).map_or(0, Vec::len).to_string())
-            .collect();
+        let counts: Vec<String> = r.counts.iter().map(usize::to_string).collect();
         notes.push(format!("n={}", counts.join("/")));
         let label = if m.unit.is_empty() {
             m.name.clone()
@@ -983,7 +1072,7 @@ impl Table {
             format!("{} ({})", m.name, m.unit)
         };
         Row {
-            base: Cell::of(base_summary.as_ref()),
+            base: Cell::of(r.base.as_ref()),
             others,
             label,
             notes: notes.join("  "),

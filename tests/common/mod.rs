@@ -52,5 +52,8 @@ pub async fn run_experiment<S: Scenario>(experiment: Experiment<S>) -> (Lab, Out
         .unwrap_or_else(|e| panic!("{e:#}"));
     println!("{}", outcome.comparison().table());
     println!("record: {}", outcome.record_path.display());
+    if let Some(html) = &outcome.html_path {
+        println!("report: {}", html.display());
+    }
     (lab, outcome)
 }

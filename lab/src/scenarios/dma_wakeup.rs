@@ -18,7 +18,7 @@ use crate::devices::DeviceSpec;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
 use crate::guest::GuestCommand;
 use crate::observe::{parse_trace, Interrupts, TaskPlacement, TaskTrace};
-use crate::report::Direction;
+use crate::report::{Direction, Mark, Picture};
 use crate::topology::Topology;
 use crate::variant::Variant;
 use crate::workload::{Dmatest, DmatestResult};
@@ -220,6 +220,25 @@ impl Scenario for DmaWakeup {
         Ok(BootPlan {
             devices: vec![device.irq_on_cpus(0, &[irq_cpu])],
             ..BootPlan::default()
+        })
+    }
+
+    /// Where the copy thread spent its time, the interrupt's and the start CPU marked.
+    fn picture(&self) -> Option<Picture> {
+        Some(Picture {
+            task: "dmatest's copy thread".into(),
+            quantity: "time on CPU (trace)".into(),
+            per_cpu: "/placement/runtime_us".into(),
+            marks: vec![
+                Mark {
+                    label: "IRQ".into(),
+                    cpu: "/irq_cpu".into(),
+                },
+                Mark {
+                    label: "start".into(),
+                    cpu: "/placement/started_on".into(),
+                },
+            ],
         })
     }
 

@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
 use crate::guest::{GuestCommand, ResourceUse};
 use crate::observe::{EventCount, EventCounts, TraceEvent};
-use crate::report::Direction;
+use crate::report::{Direction, Picture};
 use crate::topology::Topology;
 use crate::variant::Variant;
 use crate::workload::{Hackbench, HackbenchResult};
@@ -132,6 +132,16 @@ impl Scenario for EevdfParity {
         Ok(BootPlan {
             image: Some(IMAGE.to_string()),
             ..BootPlan::default()
+        })
+    }
+
+    /// Where hackbench's tasks left a CPU: the traced switch-outs per CPU (none untraced).
+    fn picture(&self) -> Option<Picture> {
+        Some(Picture {
+            task: "hackbench's tasks".into(),
+            quantity: "switch-outs (sched_switch)".into(),
+            per_cpu: "/switches/counts/per_cpu/sched_switch".into(),
+            marks: Vec::new(),
         })
     }
 

@@ -80,6 +80,16 @@ fn unknown<T>(name: &str) -> Result<T> {
     )
 }
 
+/// The picture a shipped scenario's report draws, for records written before records kept it.
+pub fn picture(name: &str) -> Option<crate::report::Picture> {
+    match name {
+        "dma-wakeup" => DmaWakeup::seed().picture(),
+        "eevdf-parity" => EevdfParity::seed().picture(),
+        "numa-scan" => NumaScan::seed().picture(),
+        _ => None,
+    }
+}
+
 /// A comparison asked for by name, as `lab compare` takes it; empty fields take the scenario's
 /// defaults.
 #[derive(Debug, Clone, Default)]

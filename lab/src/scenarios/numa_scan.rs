@@ -174,6 +174,7 @@ impl NumaScan {
     }
 }
 
+// No `picture`: S4 keeps node-wide counters (vmstat), no per-CPU data of its workload.
 impl Scenario for NumaScan {
     type Params = NumaScanParams;
 

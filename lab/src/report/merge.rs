@@ -1,0 +1,345 @@
+//! Records of one comparison from several machines or CI shards as one record: the boots of all,
+//! in input order, through [`RunRecord::record_boot`] like any run's, so the merged table is the
+//! table of one run with every boot. Records whose manifests differ in something that changes
+//! the result are refused, naming the field, unless the caller groups by it: then each of that
+//! field's values gets its own columns (`v6.12 [accelerator=kvm]`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+use super::{Comparison, Manifest, RunRecord};
+
+/// The key a merged boot's details get: the record it came from (to find its raw files).
+pub const SOURCE_KEY: &str = "merged_from";
+
+/// A manifest field that changes a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Field {
+    /// Each variant's kernel: recipe hash and boot-time settings.
+    Kernel,
+    /// The topology's file.
+    Topology,
+    /// The accelerator and its mode.
+    Accelerator,
+    /// The scenario and each variant's parameters, devices and command line.
+    Parameters,
+}
+
+impl Field {
+    pub const ALL: [Field; 4] = [
+        Field::Kernel,
+        Field::Topology,
+        Field::Accelerator,
+        Field::Parameters,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::Kernel => "kernel",
+            Field::Topology => "topology",
+            Field::Accelerator => "accelerator",
+            Field::Parameters => "parameters",
+        }
+    }
+
+    /// What the field holds for `variant` in `m`; `Null` when the record does not say.
+    fn value(self, m: &Manifest, variant: &str) -> Value {
+        let of_variant = |list: &Value| {
+            list.as_array()
+                .and_then(|l| {
+                    l.iter().find(|e| {
+                        let v = &e["variant"];
+                        v.as_str() == Some(variant) || v["name"].as_str() == Some(variant)
+                    })
+                })
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        match self {
+            Field::Kernel => {
+                let k = of_variant(&m.kernel);
+                json!({"identity": k["identity"], "settings": k["settings"]})
+            }
+            Field::Topology => match m.topology.get("file") {
+                Some(file) => file.clone(),
+                None => m.topology.clone(),
+            },
+            Field::Accelerator => match m.accelerator.get("name") {
+                Some(name) => name.clone(),
+                None => m.accelerator.clone(),
+            },
+            Field::Parameters => {
+                let p = of_variant(&m.parameters["variants"]);
+                json!({
+                    "scenario": m.parameters["scenario"],
+                    "params": p["params"],
+                    "devices": p["devices"],
+                    "cmdline": p["cmdline"],
+                })
+            }
+        }
+    }
+
+    /// A short name for one value, for column names.
+    fn label(self, m: &Manifest, variant: &str) -> String {
+        let text = match self {
+            Field::Kernel => {
+                let identity = &self.value(m, variant)["identity"];
+                let key = identity.as_str().and_then(|s| s.rsplit(' ').next());
+                key.map_or_else(|| identity.to_string(), |k| k.chars().take(10).collect())
+            }
+            // Two files may share a name: the digest tells them apart.
+            Field::Topology => format!(
+                "{}@{}",
+                m.topology["name"].as_str().unwrap_or("?"),
+                digest(&self.value(m, variant))
+            ),
+            Field::Accelerator => match self.value(m, variant) {
+                Value::String(s) => s,
+                other => digest(&other),
+            },
+            Field::Parameters => digest(&self.value(m, variant)),
+        };
+        format!("{}={text}", self.name())
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Field {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Field, String> {
+        Field::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
+                format!("{s:?} is not a field to group by ({})", names.join(", "))
+            })
+    }
+}
+
+fn digest(v: &Value) -> String {
+    use sha2::Digest;
+    let hash = sha2::Sha256::digest(v.to_string().as_bytes());
+    hex::encode(&hash[..4])
+}
+
+/// Every record file under `paths`: a file is taken as it is, a directory is searched for
+/// `record.json` files (sorted).
+pub fn record_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for path in paths {
+        if path.is_file() {
+            out.push(path.clone());
+        } else if path.is_dir() {
+            let mut found = Vec::new();
+            let mut todo = vec![path.clone()];
+            while let Some(dir) = todo.pop() {
+                let entries = std::fs::read_dir(&dir)
+                    .with_context(|| format!("reading {}", dir.display()))?;
+                for entry in entries.flatten() {
+                    let p = entry.path();
+                    if p.is_dir() {
+                        todo.push(p);
+                    } else if p.file_name().is_some_and(|n| n == "record.json") {
+                        found.push(p);
+                    }
+                }
+            }
+            if found.is_empty() {
+                bail!("{}: no record.json under it", path.display());
+            }
+            found.sort();
+            out.extend(found);
+        } else {
+            bail!("{}: no such file or directory", path.display());
+        }
+    }
+    Ok(out)
+}
+
+/// Merges `records` (path, record), in order, into one record named after the first. Fields in
+/// `group_by` may differ between records: their values split the variants into columns.
+pub fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Result<RunRecord> {
+    let Some((first_path, first)) = records.first() else {
+        bail!("no records to merge");
+    };
+    let base = first.comparison();
+    for (path, r) in &records[1..] {
+        same_definition(first_path, base, path, r.comparison())?;
+    }
+    // Which fields differ somewhere: grouped ones rename columns, the others refuse the merge.
+    let mut splitting = Vec::new();
+    let mut refused = Vec::new();
+    for field in Field::ALL {
+        let differs = base.variants().iter().find_map(|variant| {
+            let want = field.value(&first.manifest, variant);
+            records[1..]
+                .iter()
+                .find(|(_, r)| field.value(&r.manifest, variant) != want)
+                .map(|(path, _)| (variant, path))
+        });
+        match differs {
+            Some(_) if group_by.contains(&field) => splitting.push(field),
+            Some((variant, path)) => {
+                refused.push(format!("{field} (variant {variant}, {})", path.display()))
+            }
+            None => {}
+        }
+    }
+    if !refused.is_empty() {
+        bail!(
+            "records differ from {} in manifest field {}, which changes the result; merge records \
+             that agree, or group by the field (`--group-by FIELD`)",
+            first_path.display(),
+            refused.join("; manifest field ")
+        );
+    }
+    // Column name of (record, variant), in order of first appearance, base's group first.
+    let column = |r: &RunRecord, variant: &str| {
+        if splitting.is_empty() {
+            return variant.to_string();
+        }
+        let labels: Vec<String> = splitting
+            .iter()
+            .map(|f| f.label(&r.manifest, variant))
+            .collect();
+        format!("{variant} [{}]", labels.join(" "))
+    };
+    let mut columns: Vec<String> = Vec::new();
+    // Each column must hold one value of every split field, or its boots would mix them.
+    let mut values: BTreeMap<String, (Vec<Value>, &Path)> = BTreeMap::new();
+    for variant in base.variants() {
+        for (path, r) in records {
+            let name = column(r, variant);
+            let these: Vec<Value> = splitting
+                .iter()
+                .map(|f| f.value(&r.manifest, variant))
+                .collect();
+            match values.get(&name) {
+                Some((seen, other)) if seen != &these => bail!(
+                    "{} and {}: column {name:?} would hold different values of a grouped field",
+                    other.display(),
+                    path.display()
+                ),
+                Some(_) => {}
+                None => {
+                    values.insert(name.clone(), (these, path));
+                    columns.push(name);
+                }
+            }
+        }
+    }
+    if columns.len() != base.variants().len() {
+        // With groups, the base is the first record's base column.
+        let first_base = column(first, base.base());
+        columns.retain(|c| c != &first_base);
+        columns.insert(0, first_base);
+    }
+    let mut definition = Comparison::new(base.name(), columns)?;
+    for m in base.metrics() {
+        definition.add_metric(&m.name, &m.unit, m.direction, m.noise_floor)?;
+    }
+    let mut merged = RunRecord::new(definition, merged_manifest(records))?;
+    let mut failures = Vec::new();
+    for (path, r) in records {
+        let source = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+        for boot in r.boots() {
+            let mut details = boot.details.clone();
+            if let Value::Object(map) = &mut details {
+                map.insert(SOURCE_KEY.into(), json!(source));
+            } else if details.is_null() {
+                details = json!({ SOURCE_KEY: source });
+            }
+            merged
+                .record_boot(&column(r, &boot.variant), boot.samples.clone(), details)
+                .with_context(|| format!("{}: boots[{}]", path.display(), boot.sequence))?;
+        }
+        if let Some(f) = &r.failure {
+            failures.push(format!("{}: {f}", path.display()));
+        }
+    }
+    if !failures.is_empty() {
+        merged.failure = Some(failures.join("; "));
+    }
+    Ok(merged)
+}
+
+/// Variants, metric names, units, directions and noise floors must agree.
+fn same_definition(a_path: &Path, a: &Comparison, b_path: &Path, b: &Comparison) -> Result<()> {
+    let refuse = |field: &str, a_val: String, b_val: String| {
+        anyhow::anyhow!(
+            "{} and {} differ in comparison.{field} ({a_val} vs {b_val}): not the same comparison",
+            a_path.display(),
+            b_path.display()
+        )
+    };
+    if a.variants() != b.variants() {
+        return Err(refuse(
+            "variants",
+            a.variants().join(", "),
+            b.variants().join(", "),
+        ));
+    }
+    let names =
+        |c: &Comparison| -> Vec<String> { c.metrics().iter().map(|m| m.name.clone()).collect() };
+    if names(a) != names(b) {
+        return Err(refuse("metrics", names(a).join(", "), names(b).join(", ")));
+    }
+    for (ma, mb) in a.metrics().iter().zip(b.metrics()) {
+        let (x, y) = (
+            (ma.unit.as_str(), ma.direction, ma.noise_floor),
+            (mb.unit.as_str(), mb.direction, mb.noise_floor),
+        );
+        if x != y {
+            return Err(refuse(
+                &format!("metrics[{}] (unit, direction, noise floor)", ma.name),
+                format!("{x:?}"),
+                format!("{y:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Each manifest field as the records agree on it, or, where they differ (hosts, QEMU builds,
+/// repetitions, grouped fields), every record's value with its path.
+fn merged_manifest(records: &[(PathBuf, RunRecord)]) -> Manifest {
+    let pick = |get: fn(&Manifest) -> &Value| {
+        let first = get(&records[0].1.manifest);
+        if records.iter().all(|(_, r)| get(&r.manifest) == first) {
+            first.clone()
+        } else {
+            let per: BTreeMap<String, Value> = records
+                .iter()
+                .map(|(p, r)| (p.display().to_string(), get(&r.manifest).clone()))
+                .collect();
+            json!({ "merged": per })
+        }
+    };
+    let first_picture = records[0].1.manifest.picture.clone();
+    Manifest {
+        host: pick(|m| &m.host),
+        qemu: pick(|m| &m.qemu),
+        accelerator: pick(|m| &m.accelerator),
+        kernel: pick(|m| &m.kernel),
+        image: pick(|m| &m.image),
+        topology: pick(|m| &m.topology),
+        parameters: pick(|m| &m.parameters),
+        picture: records
+            .iter()
+            .all(|(_, r)| r.manifest.picture == first_picture)
+            .then_some(first_picture)
+            .flatten(),
+    }
+}
