@@ -558,6 +558,15 @@ impl Interrupts {
     }
 }
 
+/// Per-CPU counts (index = CPU) as a `{"cpu": count}` map, the shape records and reports use.
+pub fn per_cpu_map(counts: &[u64]) -> BTreeMap<String, u64> {
+    counts
+        .iter()
+        .enumerate()
+        .map(|(cpu, n)| (cpu.to_string(), *n))
+        .collect()
+}
+
 /// A `/proc/vmstat` snapshot: every counter by name. Which counters matter, and what their
 /// changes mean, is the caller's business.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -18,8 +18,8 @@ use serde_json::json;
 
 use crate::devices::DeviceSpec;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
-use crate::observe::{allowed_cpus, Interrupts, WakeupTrace, Wakeups, HARD_IRQ};
-use crate::report::Direction;
+use crate::observe::{allowed_cpus, per_cpu_map, Interrupts, WakeupTrace, Wakeups, HARD_IRQ};
+use crate::report::{Direction, Picture};
 use crate::storage::StorageStack;
 use crate::topology::{format_cpulist, parse_size, Topology};
 use crate::variant::Variant;
@@ -159,6 +159,15 @@ impl Scenario for DelayDequeue {
         ]
     }
 
+    fn picture(&self) -> Option<Picture> {
+        Some(Picture {
+            task: "the NVMe I/O queues' interrupts".into(),
+            quantity: "completion interrupts (/proc/interrupts)".into(),
+            per_cpu: "/irq_per_cpu".into(),
+            marks: Vec::new(),
+        })
+    }
+
     fn plan(&self, params: &DelayDequeueParams, topology: &Topology) -> Result<BootPlan> {
         params.fio_for(topology).check()?;
         let bytes = parse_size(&params.namespace).map_err(|e| anyhow::anyhow!("namespace: {e}"))?;
@@ -235,7 +244,7 @@ impl Scenario for DelayDequeue {
             metrics,
             details: json!({
                 "masks": masks,
-                "irq_per_cpu": irq_per_cpu,
+                "irq_per_cpu": per_cpu_map(&irq_per_cpu),
                 "fio": result,
                 "wakeups": wakeups,
                 "hard_irq_wakee_cpus": allowed,

@@ -19,8 +19,8 @@ use serde_json::json;
 
 use crate::devices::DeviceSpec;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
-use crate::observe::Interrupts;
-use crate::report::Direction;
+use crate::observe::{per_cpu_map, Interrupts};
+use crate::report::{Direction, Mark, Picture};
 use crate::storage::StorageStack;
 use crate::topology::{format_cpulist, parse_cpulist, parse_size, Topology};
 use crate::variant::Variant;
@@ -145,6 +145,18 @@ impl Scenario for IrqSpread {
         ]
     }
 
+    fn picture(&self) -> Option<Picture> {
+        Some(Picture {
+            task: "the NVMe I/O queues' interrupts".into(),
+            quantity: "completion interrupts (/proc/interrupts)".into(),
+            per_cpu: "/completions_per_cpu".into(),
+            marks: vec![Mark {
+                label: "moved".into(),
+                cpu: "/moved_admin_vector/to_cpu".into(),
+            }],
+        })
+    }
+
     fn plan(&self, params: &IrqSpreadParams, topology: &Topology) -> Result<BootPlan> {
         params.fio_for(topology).check()?;
         let bytes = parse_size(&params.namespace).map_err(|e| anyhow::anyhow!("namespace: {e}"))?;
@@ -215,7 +227,7 @@ impl Scenario for IrqSpread {
             details: json!({
                 "masks": masks,
                 "effective": effective,
-                "completions_per_cpu": per_cpu,
+                "completions_per_cpu": per_cpu_map(&per_cpu),
                 "admin_vector": admin,
                 "moved_admin_vector": moved,
                 "fio": result,

@@ -86,6 +86,8 @@ pub fn picture(name: &str) -> Option<crate::report::Picture> {
         "dma-wakeup" => DmaWakeup::seed().picture(),
         "eevdf-parity" => EevdfParity::seed().picture(),
         "numa-scan" => NumaScan::seed().picture(),
+        "delay-dequeue" => DelayDequeue::seed().picture(),
+        "irq-spread" => IrqSpread::seed().picture(),
         _ => None,
     }
 }
