@@ -212,6 +212,7 @@ impl ServerBackend for Backend {
 
     fn dma_unmap(&mut self, flags: DmaUnmapFlags, address: u64, size: u64) -> io::Result<()> {
         let all = flags.contains(DmaUnmapFlags::UNMAP_ALL);
+        // Returns once no engine uses the range: the reply must follow the last access.
         let dropped = self.ram.unmap(address, size, all);
         tracing::info!(
             address = format_args!("{address:#x}"),
