@@ -268,3 +268,30 @@ fn stopping_and_reset_mid_transfer() {
     assert_eq!(d.r.peek(DST, 64), vec![0; 64], "no data moved after reset");
     d.r.assert_guards_intact();
 }
+
+/// With Bus Master Enable clear a submitted command moves nothing and sends no interrupt: the
+/// queue halts with ILLEGAL_MEM_ADDR (the command could not be fetched). After bus mastering
+/// is set again and the queue flushed, the same command runs.
+#[test]
+fn nothing_moves_while_bus_master_is_clear() {
+    use lab_dma::pci_config::command;
+    let mut d = Driver::init();
+    d.r.set_command(command::MEMORY);
+    d.r.poke(SRC, &pattern(0x1000, 6));
+    d.submit(cmd(DW0, 0x1000, SRC, DST), true);
+    assert!(eventually(|| d.r.read(reg::Q_CONTROL, 4) as u32
+        & control::HALT
+        != 0));
+    assert_eq!(d.r.read(reg::Q_STATUS, 4) as u32, error::ILLEGAL_MEM_ADDR);
+    assert_eq!(d.r.read(reg::Q_INT_STATUS, 4) as u32, int::ERROR);
+    settle();
+    assert_eq!(d.r.peek(DST, 0x1000), vec![0; 0x1000], "data moved");
+    assert_eq!(d.r.irq_count(0), 0, "MSI-X sent without bus mastering");
+    // Rebind: bus master on, the queue restarts at the failed slot.
+    d.r.set_command(ENABLED);
+    d.r.write(reg::Q_INT_STATUS, 4, 3);
+    d.r.write(reg::Q_HEAD_LO, 4, Q & 0xffff_ffff);
+    assert!(eventually(|| head(&d.r) == (Q + 32) & 0xffff_ffff));
+    assert_eq!(d.r.peek(DST, 0x1000), pattern(0x1000, 6));
+    assert_eq!(d.r.wait_irq(0), 1);
+}
