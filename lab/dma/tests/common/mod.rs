@@ -46,7 +46,7 @@ pub struct Rig {
     pub irqs: Vec<EventFd>,
 }
 
-fn memfd() -> File {
+pub fn memfd() -> File {
     // SAFETY: memfd_create with a static NUL-terminated name; the fd is checked and owned.
     let fd = unsafe { libc::memfd_create(c"lab-dma-test".as_ptr(), libc::MFD_CLOEXEC) };
     assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
@@ -140,6 +140,13 @@ impl Rig {
         let off = self.file_off(gpa, len as u64);
         let mut v = vec![0; len];
         self.file.read_exact_at(&mut v, off).expect("peek");
+        v
+    }
+
+    /// Reads `len` bytes at `off` of a test-made backing file.
+    pub fn peek_file(&self, off: u64, len: usize, f: &File) -> Vec<u8> {
+        let mut v = vec![0; len];
+        f.read_exact_at(&mut v, off).expect("peek file");
         v
     }
 
