@@ -569,3 +569,25 @@ fn bar_is_unclaimed_while_memory_space_is_disabled() {
         .expect("read");
     assert_eq!(b[0], 1);
 }
+
+/// A channel command waits for the descriptor in flight only, not for the chain: the worker
+/// must not start the next descriptor while a register write is waiting for it.
+#[test]
+fn a_command_during_a_long_chain_waits_for_one_descriptor_only() {
+    let r = rig(1);
+    alloc(&r, 0);
+    r.poke(SRC, &pattern(1 << 20, 9));
+    put_desc(&r, ring(0, 0), 1 << 20, LAST_COPY, SRC, DST, ring(0, 0));
+    chain(&r, 0, ring(0, 0));
+    doorbell(&r, 0, u16::MAX);
+    assert!(eventually(|| r.peek_u64(cmp(0)) != 0), "engine started");
+    let t = std::time::Instant::now();
+    r.write(base(0) + reg::CHANCMD, 1, u64::from(chancmd::SUSPEND));
+    let waited = t.elapsed();
+    assert_eq!(chansts(&r, 0) & state::MASK, state::SUSPENDED);
+    assert!(
+        waited < std::time::Duration::from_millis(150),
+        "SUSPEND waited {waited:?}"
+    );
+    r.write(base(0) + reg::CHANCMD, 1, u64::from(chancmd::RESET));
+}
