@@ -1,6 +1,7 @@
 //! The emulated DMA engines in real guests: the unmodified upstream drivers bind, dmatest passes
 //! with the seed parameters (and noverify, polled, 4 threads, 4 channels), completions follow the
-//! pinned interrupt, and a guest scribbling over the BAR cannot break the device.
+//! pinned interrupt, and a guest scribbling over every register of both BARs (doorbells
+//! included) with the drivers unbound cannot break the devices.
 //!
 //! These are correctness tests, so they run the seed's buffer and transfer sizes with fewer
 //! iterations than the seed's 1000 (see [`seed`]).
@@ -176,43 +177,122 @@ async fn completions_follow_the_pinned_interrupt() {
     vm.shutdown().await.unwrap();
 }
 
-/// The guest writes garbage into every register of the BAR with the driver unbound; the device
-/// keeps serving, and after a rebind the driver's self-test and dmatest pass again.
+/// Shell helpers for the scribbling script: a seeded generator (`rnd` updates `$seed`), a BAR's
+/// physical base (`bar ADDR INDEX`), a sized write (`w BASE OFFSET WIDTH VALUE`) and a random one
+/// (`rw BASE LIMIT`).
+const SCRIBBLE_HELPERS: &str = r#"
+seed=12345
+rnd() { seed=$(( (seed * 1103515245 + 12345) % 2147483648 )); }
+bar() { sed -n "$(( $2 + 1 ))p" /sys/bus/pci/devices/$1/resource | cut -d' ' -f1; }
+w() { devmem $(printf 0x%x $(( $1 + $2 ))) $3 $4; }
+# Random offset (aligned to a random width) below $2 in the BAR at $1, random value.
+rw() { rnd; wd=$(( 8 << (seed % 3) )); rnd; off=$(( (seed % $2) & ~(wd / 8 - 1) )); rnd; w $1 $off $wd $(( seed & ((1 << wd) - 1) )); }
+"#;
+
+/// Both engines in one guest, both drivers unbound (which clears Bus Master Enable). The guest
+/// writes random values into every register of both BARs, doorbells included (I/OAT: the
+/// global block and the channel block, DMACOUNT and CHANCMD among them; PTDMA: every register,
+/// Q_TAIL_LO and Q_CONTROL's RUN among them), several times over, then random offsets and
+/// widths, then points both engines at memory the guest does not have and rings them. Without
+/// bus mastering nothing may move; both devices keep serving, and after a rebind dmatest passes
+/// on each. (The MSI-X tables are QEMU's and are left alone.)
+/// Guest-physical base of the reserved window the hostile test builds descriptors in.
+const WINDOW: u64 = 0x800_0000;
+
 #[tokio::test]
 async fn guest_scribbling_on_the_bar_does_not_break_the_device() {
-    let (_lab, vm) = boot_with("dma-hostile", DeviceSpec::ioat(1)).await;
+    let lab = common::lab().await;
+    let vm = lab
+        .boot(
+            BootOptions::named("dma-hostile")
+                // 1 MiB of RAM the kernel leaves alone, so the guest can build descriptors in
+                // it with devmem and see whether an engine copied.
+                .cmdline(&format!("memmap=1M${WINDOW:#x}"))
+                .device(DeviceSpec::ioat(1))
+                .device(DeviceSpec::ptdma()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
     let bound = bind_and_pin(&vm, vm.devices()).await.unwrap();
-    let addr = &bound[0].pci_address;
+    assert_eq!(
+        (bound[0].driver.as_str(), bound[1].driver.as_str()),
+        ("ioatdma", "ptdma")
+    );
+    let (io, pt) = (&bound[0].pci_address, &bound[1].pci_address);
     let script = format!(
         "set -e
-         echo {addr} > /sys/bus/pci/drivers/ioatdma/unbind
-         echo 1 > /sys/bus/pci/devices/{addr}/enable || true
-         base=$(head -1 /sys/bus/pci/devices/{addr}/resource | cut -d' ' -f1)
-         seed=12345
-         for i in $(seq 400); do
-           seed=$(( (seed * 1103515245 + 12345) % 2147483648 ))
-           off=$(( (seed % 4096) & ~3 ))
-           # Everything but the doorbell dword and the completion address: a random doorbell
-           # would make the engine copy between random guest addresses, which breaks the guest
-           # (as real hardware would), not the device.
-           case $(( off >= 0x80 && off < 0x100 ? off - 0x80 : -1 )) in 4|24|28) continue ;; esac
-           devmem $(printf 0x%x $((base + off))) 32 $seed
+         {SCRIBBLE_HELPERS}
+         echo {io} > /sys/bus/pci/drivers/ioatdma/unbind
+         echo {pt} > /sys/bus/pci/drivers/ptdma/unbind
+         echo 1 > /sys/bus/pci/devices/{io}/enable || true
+         echo 1 > /sys/bus/pci/devices/{pt}/enable || true
+         io=$(bar {io} 0)
+         pt=$(bar {pt} 2)
+         for round in 1 2 3; do
+           off=0
+           while [ $off -lt 256 ]; do rnd; w $io $off 32 $seed; off=$((off + 4)); done
+           for off in 0 4 8 16 64 512 4096 4100 4104 4108 4112 4352 4356 4360 4364 4368 4372 4376 4384 24580; do
+             rnd; w $pt $off 32 $seed
+           done
          done
-         # Point the chain and completion addresses at memory the guest does not have and ring
-         # the doorbell: the channel must halt with an error, not touch anything.
-         devmem $(printf 0x%x $((base + 0x80 + 0x18))) 32 0xfffff000
-         devmem $(printf 0x%x $((base + 0x80 + 0x1c))) 32 0xff
-         devmem $(printf 0x%x $((base + 0x80 + 0x10))) 32 0xfffff000
-         devmem $(printf 0x%x $((base + 0x80 + 0x14))) 32 0xff
-         devmem $(printf 0x%x $((base + 0x80 + 0x06))) 16 1
-         echo {addr} > /sys/bus/pci/drivers/ioatdma/bind
+         for i in $(seq 150); do rw $io 8192; rw $pt 32768; done
+         # Chain and completion at memory the guest does not have, then the doorbell.
+         w $io 0x98 32 0xfffff000; w $io 0x9c 32 0xff
+         w $io 0x90 32 0xfffff000; w $io 0x94 32 0xff
+         w $io 0x86 16 1
+         # The queue at memory the guest does not have (address bits 47:32 = 0xff), a TAIL
+         # outside the ring, RUN.
+         w $pt 0x1008 32 0; w $pt 0x1004 32 0x10000; w $pt 0x1000 32 0xff0021
+         # Well-formed work in RAM the guest owns: a 16-byte copy on each engine (I/OAT into
+         # W+0x2000 with its completion word at W+0x3000, PTDMA into W+0x4000). A device that
+         # ignored Bus Master Enable would perform both.
+         W={WINDOW}
+         for o in 0 4 8 12; do
+           w $W $((0x1000 + o)) 32 0x5a5a5a5a; w $W $((0x2000 + o)) 32 0; w $W $((0x4000 + o)) 32 0
+         done
+         w $W 0x3000 32 0; w $W 0x3004 32 0
+         w $W 0 32 16; w $W 4 32 9; w $W 8 32 $((W + 0x1000)); w $W 12 32 0
+         w $W 16 32 $((W + 0x2000)); w $W 20 32 0; w $W 24 32 $((W + 0x40)); w $W 28 32 0
+         w $io 0x84 8 0x20; w $io 0x80 16 0x1d
+         w $io 0x98 32 $((W + 0x3000)); w $io 0x9c 32 0
+         w $io 0x90 32 $W; w $io 0x94 32 0
+         w $io 0x86 16 1
+         Q=$((W + 0x10000))
+         w $Q 0 32 0x00500012; w $Q 4 32 16; w $Q 8 32 $((W + 0x1000)); w $Q 12 32 0
+         w $Q 16 32 $((W + 0x4000)); w $Q 20 32 0
+         w $pt 0x1000 32 0; w $pt 0x1008 32 $Q; w $pt 0x1004 32 $((Q + 32)); w $pt 0x1000 32 0x21
          sleep 1
-         ls /sys/class/dma"
+         echo untouched $(devmem $((W + 0x2000)) 32) $(devmem $((W + 0x3000)) 32) $(devmem $((W + 0x4000)) 32)
+         # Both devices still answer: CHANCNT and the PTDMA version.
+         echo ioat-chancnt $(devmem $(printf 0x%x $io) 8) pt-version $(devmem $(printf 0x%x $((pt + 0x10))) 32)
+         echo {io} > /sys/bus/pci/drivers/ioatdma/bind
+         echo {pt} > /sys/bus/pci/drivers/ptdma/bind
+         sleep 1
+         echo ioat-chan $(ls /sys/bus/pci/devices/{io}/dma)
+         echo pt-chan $(ls /sys/bus/pci/devices/{pt}/dma)"
     );
+    let t = std::time::Instant::now();
     let out = vm.sh(&script).await.unwrap_or_else(|e| panic!("{e:#}"));
-    assert!(out.contains("dma0chan0"), "no channel after rebind: {out}");
-    dmatest_ok(&vm, seed(), 1).await;
-    // The device process is still alive and serving.
+    println!("scribbling and rebinding took {:.1?}:\n{out}", t.elapsed());
+    assert!(
+        out.contains("untouched 0x00000000 0x00000000 0x00000000"),
+        "an engine moved data with bus mastering off: {out}"
+    );
+    assert!(
+        out.contains("ioat-chancnt 0x01") && out.contains("pt-version 0x00008001"),
+        "a device stopped answering: {out}"
+    );
+    let chan = |tag: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(tag))
+            .and_then(|rest| rest.split_whitespace().find(|c| c.contains("chan")))
+            .unwrap_or_else(|| panic!("no {tag}channel after rebind: {out}"))
+            .to_string()
+    };
+    let (io_chan, pt_chan) = (chan("ioat-chan "), chan("pt-chan "));
+    dmatest_ok(&vm, seed().channel(&io_chan), 1).await;
+    dmatest_ok(&vm, seed().channel(&pt_chan), 1).await;
+    // The device processes are still alive and serving.
     tokio::time::sleep(Duration::from_millis(100)).await;
     vm.shutdown().await.unwrap();
 }

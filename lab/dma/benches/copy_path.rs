@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use lab_dma::{Backend, DeviceKind};
 use vfio_bindings::bindings::vfio::{
-    VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_PCI_MSIX_IRQ_INDEX,
+    VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_PCI_CONFIG_REGION_INDEX,
+    VFIO_PCI_MSIX_IRQ_INDEX,
 };
 use vfio_user::{DmaMapFlags, ServerBackend};
 use vmm_sys_util::eventfd::EventFd;
@@ -86,6 +87,10 @@ fn main() {
             Some(dup_file(ram.as_raw_fd())),
         )
         .expect("dma_map");
+    // Memory space and bus mastering on, as a bound driver leaves them.
+    backend
+        .region_write(VFIO_PCI_CONFIG_REGION_INDEX, 4, &6u16.to_le_bytes())
+        .expect("command register");
     // Blocking eventfd: the benchmark thread sleeps in read() like an interrupt waiter.
     let irq = EventFd::new(0).expect("eventfd");
     backend

@@ -3,10 +3,14 @@
 //! Every access a device model makes on behalf of the guest goes through [`GuestRam`], which
 //! checks the whole range against the mapped regions before touching a byte, so a descriptor
 //! that points outside guest RAM becomes an error the engine reports, never a stray access.
+//!
+//! It is also the function's bus-master port: with Bus Master Enable clear every access faults,
+//! and both a BME clear and a DMA_UNMAP wait for the accesses in flight (at most one
+//! [`BURST`]), so after they return the device touches no memory it may no longer touch.
 
 use std::fs::File;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use thiserror::Error;
 use vm_memory::{
@@ -33,7 +37,7 @@ pub enum MapError {
     Table { address: u64, reason: String },
 }
 
-/// A guest access that the mapped regions do not cover.
+/// A guest access that the mapped regions do not cover (or made with bus mastering off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum Fault {
     #[error("read of {len:#x} bytes at {addr:#x} is outside the DMA-mapped guest RAM")]
@@ -42,9 +46,27 @@ pub enum Fault {
     Write { addr: u64, len: u64 },
 }
 
+/// Why [`GuestRam::copy_until`] ended early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum CopyError {
+    #[error(transparent)]
+    Fault(#[from] Fault),
+    /// The caller's stop condition held between two bursts; `done` bytes were copied.
+    #[error("copy stopped after {done:#x} bytes")]
+    Stopped { done: u64 },
+}
+
+/// Bytes a copy moves per burst. Between bursts it lets an unmap or a bus-master clear in and
+/// re-checks its range and its caller's stop condition, so nothing waits for a whole
+/// descriptor (PTDMA's may be 4 GiB).
+pub const BURST: u64 = 64 * 1024;
+
 /// The DMA-mapped guest RAM, shared between the vfio-user thread (which maps and unmaps) and
-/// the engine threads (which read descriptors and move data). Engines take a snapshot per
-/// operation, so an unmap never pulls memory out from under a copy in progress.
+/// the engine threads (which read descriptors and move data). Every access holds the `port`
+/// lock shared for one burst; map, unmap and a bus-master change hold it exclusively, so they
+/// wait for the burst in flight and the next burst sees the new map. An unmap therefore drops
+/// the last reference to the mapping before the server replies, as the vfio-user protocol
+/// requires, and a copy that loses its range mid-way faults at the next burst.
 ///
 /// Two views are kept: every mapping (for reads) and the mappings the client allowed writes to
 /// (for writes); read-only maps are also mmapped without PROT_WRITE.
@@ -53,6 +75,8 @@ pub struct GuestRam {
     all: GuestMemoryAtomic<GuestMemoryMmap>,
     writable: GuestMemoryAtomic<GuestMemoryMmap>,
     update: Arc<Mutex<()>>,
+    /// Bus Master Enable; read-locked by every access for one burst.
+    port: Arc<RwLock<bool>>,
 }
 
 impl Default for GuestRam {
@@ -68,7 +92,30 @@ impl GuestRam {
             all: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
             writable: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
             update: Arc::new(Mutex::new(())),
+            port: Arc::new(RwLock::new(true)),
         }
+    }
+
+    /// Follows the command register's Bus Master Enable. Clearing it returns only once no
+    /// access is in flight; from then on every access faults (no read, no write, no
+    /// completion word) until it is set again.
+    pub fn set_bus_master(&self, enabled: bool) {
+        let mut port = self.port.write().unwrap_or_else(|e| e.into_inner());
+        if *port != enabled {
+            tracing::info!(enabled, "bus master");
+        }
+        *port = enabled;
+    }
+
+    /// True while the device may access guest memory.
+    pub fn bus_master(&self) -> bool {
+        *self.read_port()
+    }
+
+    /// Shares the port for one access. Never taken twice by one thread at once: a writer
+    /// waiting in between would deadlock it.
+    fn read_port(&self) -> RwLockReadGuard<'_, bool> {
+        self.port.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Maps `size` bytes of `file` starting at `offset` at guest address `address`, replacing
@@ -110,6 +157,8 @@ impl GuestRam {
                 .ok_or(MapError::Range { address, size })?,
         );
         let _update = self.update.lock().unwrap_or_else(|e| e.into_inner());
+        // A replaced mapping must not be in use either (see `unmap`).
+        let _port = self.port.write().unwrap_or_else(|e| e.into_inner());
         for (view, add) in [(&self.all, true), (&self.writable, writable)] {
             let mut next: GuestMemoryMmap = (*view.memory()).clone();
             for (start, len) in overlapping(&next, address, last) {
@@ -145,9 +194,11 @@ impl GuestRam {
     }
 
     /// Drops every mapping that intersects `[address, address + size)`; `all` drops everything.
-    /// Returns how many mappings were dropped.
+    /// Returns how many mappings were dropped. Waits for the access in flight, so when it
+    /// returns no engine holds a dropped mapping (its mmap and fd are gone).
     pub fn unmap(&self, address: u64, size: u64, all: bool) -> usize {
         let _update = self.update.lock().unwrap_or_else(|e| e.into_inner());
+        let _port = self.port.write().unwrap_or_else(|e| e.into_inner());
         let mut dropped_total = 0;
         for (i, view) in [&self.all, &self.writable].into_iter().enumerate() {
             let mut next: GuestMemoryMmap = (*view.memory()).clone();
@@ -184,12 +235,13 @@ impl GuestRam {
 
     /// Reads `buf.len()` bytes at `addr`.
     pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        let port = self.read_port();
         let mem = self.all.memory();
         let fault = Fault::Read {
             addr,
             len: buf.len() as u64,
         };
-        if !covered(&mem, addr, buf.len() as u64) {
+        if !*port || !covered(&mem, addr, buf.len() as u64) {
             return Err(fault);
         }
         mem.read_slice(buf, GuestAddress(addr)).map_err(|_| fault)
@@ -197,12 +249,13 @@ impl GuestRam {
 
     /// Writes `buf` at `addr`.
     pub fn write(&self, addr: u64, buf: &[u8]) -> Result<(), Fault> {
+        let port = self.read_port();
         let mem = self.writable.memory();
         let fault = Fault::Write {
             addr,
             len: buf.len() as u64,
         };
-        if !covered(&mem, addr, buf.len() as u64) {
+        if !*port || !covered(&mem, addr, buf.len() as u64) {
             return Err(fault);
         }
         mem.write_slice(buf, GuestAddress(addr)).map_err(|_| fault)
@@ -211,9 +264,10 @@ impl GuestRam {
     /// Stores a little-endian u64 with one aligned 64-bit store (release ordering), so a
     /// driver polling the word never sees a torn value. `addr` must be 8-byte aligned.
     pub fn store_u64(&self, addr: u64, value: u64) -> Result<(), Fault> {
+        let port = self.read_port();
         let mem = self.writable.memory();
         let fault = Fault::Write { addr, len: 8 };
-        if !addr.is_multiple_of(8) || !covered(&mem, addr, 8) {
+        if !*port || !addr.is_multiple_of(8) || !covered(&mem, addr, 8) {
             return Err(fault);
         }
         mem.store(value.to_le(), GuestAddress(addr), Ordering::Release)
@@ -221,11 +275,56 @@ impl GuestRam {
     }
 
     /// Copies `len` bytes from guest `src` to guest `dst`. Both ranges are checked in full
-    /// before anything is written, so a faulting copy leaves the destination untouched.
+    /// before anything is written, so a copy that faults from the start writes nothing; one
+    /// whose range is unmapped (or bus mastering cleared) while it runs stops at a burst
+    /// boundary with a fault, as a real transfer would.
     pub fn copy(&self, src: u64, dst: u64, len: u64) -> Result<(), Fault> {
+        match self.copy_until(src, dst, len, || false) {
+            Ok(()) => Ok(()),
+            Err(CopyError::Fault(f)) => Err(f),
+            // `stop` never holds.
+            Err(CopyError::Stopped { .. }) => Err(Fault::Read { addr: src, len }),
+        }
+    }
+
+    /// [`GuestRam::copy`] that also ends, with [`CopyError::Stopped`], when `stop()` holds
+    /// before a burst; engines pass their halt/reset request so the register thread never
+    /// waits for more than one burst.
+    pub fn copy_until(
+        &self,
+        src: u64,
+        dst: u64,
+        len: u64,
+        stop: impl Fn() -> bool,
+    ) -> Result<(), CopyError> {
+        {
+            let port = self.read_port();
+            if !*port || !covered(&self.all.memory(), src, len) {
+                return Err(Fault::Read { addr: src, len }.into());
+            }
+            if !covered(&self.writable.memory(), dst, len) {
+                return Err(Fault::Write { addr: dst, len }.into());
+            }
+        }
+        let mut done = 0;
+        while done < len {
+            if stop() {
+                return Err(CopyError::Stopped { done });
+            }
+            let n = BURST.min(len - done);
+            self.burst(src + done, dst + done, n)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Copies one burst (ranges already known not to wrap) under the shared port lock.
+    fn burst(&self, src: u64, dst: u64, len: u64) -> Result<(), Fault> {
+        let port = self.read_port();
         let mem = self.all.memory();
         let wmem = self.writable.memory();
-        if !covered(&mem, src, len) {
+        // The map may have changed since the previous burst.
+        if !*port || !covered(&mem, src, len) {
             return Err(Fault::Read { addr: src, len });
         }
         if !covered(&wmem, dst, len) {
@@ -245,9 +344,10 @@ impl GuestRam {
             // vm-memory's own slice copy uses copy_nonoverlapping; a hostile guest can make
             // source and destination overlap (even through two aliases of one memfd), so this
             // uses memmove on the host addresses instead.
-            // SAFETY: both host ranges lie inside live mappings held by `mem` for the duration
-            // of the copy (checked by `host_span`); `ptr::copy` allows overlap. The guest may
-            // write the same memory concurrently, exactly as with real DMA.
+            // SAFETY: both host ranges lie inside live mappings held by `mem`/`wmem` for the
+            // duration of the burst (checked by `host_span`; unmap waits for the port lock);
+            // `ptr::copy` allows overlap. The guest may write the same memory concurrently,
+            // exactly as with real DMA.
             unsafe { std::ptr::copy(sp.0, dp.0, n as usize) };
             src += n;
             dst += n;
@@ -303,8 +403,12 @@ mod tests {
     use std::os::unix::fs::FileExt;
 
     fn memfd(size: u64) -> File {
-        // SAFETY: memfd_create with a static NUL-terminated name; the fd is checked and owned.
-        let fd = unsafe { libc::memfd_create(c"guest-ram-test".as_ptr(), libc::MFD_CLOEXEC) };
+        named_memfd(c"guest-ram-test", size)
+    }
+
+    fn named_memfd(name: &std::ffi::CStr, size: u64) -> File {
+        // SAFETY: memfd_create with a NUL-terminated name; the fd is checked and owned.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
         assert!(fd >= 0);
         // SAFETY: fresh descriptor we own.
         let f = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
@@ -315,6 +419,7 @@ mod tests {
     /// Two NUMA nodes' memfds mapped back to back, like QEMU's per-node RAM backends.
     fn two_nodes() -> (GuestRam, File, File) {
         let ram = GuestRam::new();
+        ram.set_bus_master(true);
         let (a, b) = (memfd(0x2_0000), memfd(0x2_0000));
         ram.map(
             0x10_0000,
@@ -382,5 +487,64 @@ mod tests {
         assert!(ram.write(0x11_8000, &[1]).is_err(), "read-only map");
         assert_eq!(ram.unmap(0, 0, true), 1);
         assert_eq!(ram.regions(), 0);
+    }
+
+    /// Lines of /proc/self/maps that map the memfd called `name`.
+    fn mappings_of(name: &str) -> usize {
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+        maps.lines().filter(|l| l.contains(name)).count()
+    }
+
+    #[test]
+    fn bus_master_off_faults_every_access() {
+        let (ram, _a, _b) = two_nodes();
+        ram.set_bus_master(false);
+        assert!(ram.read(0x10_0000, &mut [0u8; 4]).is_err());
+        assert!(ram.write(0x10_0000, &[1]).is_err());
+        assert!(ram.store_u64(0x10_0000, 1).is_err());
+        assert!(ram.copy(0x10_0000, 0x10_1000, 16).is_err());
+        ram.set_bus_master(true);
+        ram.write(0x10_0000, &[1]).expect("enabled again");
+    }
+
+    /// vfio-user: the server must drop every reference to an unmapped region before it
+    /// replies. A 96 MiB copy is running when the unmap arrives: once `unmap` returns the
+    /// mmap is gone and the copy writes nothing more.
+    #[test]
+    fn unmap_waits_for_the_copy_in_flight_and_drops_the_mapping() {
+        const NAME: &str = "unmap-while-copying";
+        const HALF: u64 = 96 << 20;
+        let ram = GuestRam::new();
+        ram.set_bus_master(true);
+        let f = named_memfd(c"unmap-while-copying", 2 * HALF);
+        f.write_all_at(&vec![0x5a; HALF as usize], 0)
+            .expect("source");
+        ram.map(0x1000_0000, 2 * HALF, f.try_clone().expect("dup"), 0, true)
+            .expect("map");
+        assert_eq!(mappings_of(NAME), 1);
+        let copier = {
+            let ram = ram.clone();
+            std::thread::spawn(move || ram.copy(0x1000_0000, 0x1000_0000 + HALF, HALF))
+        };
+        // Unmap as soon as the copy has begun.
+        let mut first = [0u8; 1];
+        while first[0] == 0 {
+            f.read_exact_at(&mut first, HALF).expect("dst");
+        }
+        assert_eq!(ram.unmap(0, 0, true), 1);
+        assert_eq!(
+            mappings_of(NAME),
+            0,
+            "a copy still holds the unmapped region"
+        );
+        let mut tail = [0u8; 4096];
+        f.read_exact_at(&mut tail, 2 * HALF - 4096)
+            .expect("dst tail");
+        let result = copier.join().expect("copier");
+        assert!(result.is_err(), "the copy ran to its end after the unmap");
+        let mut after = [0u8; 4096];
+        f.read_exact_at(&mut after, 2 * HALF - 4096)
+            .expect("dst tail");
+        assert_eq!(tail, after, "data moved after the unmap returned");
     }
 }

@@ -149,6 +149,9 @@ struct ChanState {
     pending: bool,
     /// The worker is executing a descriptor outside the lock.
     busy: bool,
+    /// A register write is waiting for that descriptor; the worker starts no other meanwhile
+    /// (the wait releases the lock, and the worker would otherwise win it back every time).
+    held: bool,
     shutdown: bool,
 }
 
@@ -169,7 +172,10 @@ impl ChanState {
     }
 
     fn runnable(&self) -> bool {
-        self.state() == state::ACTIVE && self.done_cnt != self.dmacount && self.chanerr == 0
+        self.state() == state::ACTIVE
+            && self.done_cnt != self.dmacount
+            && self.chanerr == 0
+            && !self.held
     }
 
     /// CHANCMD RESET: abandon the chain, clear errors and addresses, read back HALTED with
@@ -198,11 +204,13 @@ impl Channel {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits until no descriptor is in flight.
+    /// Waits until no descriptor is in flight (at most the one executing now).
     fn idle<'a>(&self, mut st: MutexGuard<'a, ChanState>) -> MutexGuard<'a, ChanState> {
+        st.held = true;
         while st.busy {
             st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
         }
+        st.held = false;
         st
     }
 }

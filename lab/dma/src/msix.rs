@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use vfio_bindings::bindings::vfio::{
@@ -17,6 +18,8 @@ use vfio_bindings::bindings::vfio::{
 #[derive(Debug)]
 pub struct Vectors {
     slots: Mutex<Vec<Option<File>>>,
+    /// An MSI-X message is a memory write: with Bus Master Enable clear none is sent.
+    bus_master: AtomicBool,
 }
 
 impl Vectors {
@@ -24,7 +27,14 @@ impl Vectors {
     pub fn new(count: usize) -> Self {
         Self {
             slots: Mutex::new((0..count).map(|_| None).collect()),
+            bus_master: AtomicBool::new(true),
         }
+    }
+
+    /// Follows the command register's Bus Master Enable; while clear, [`Vectors::signal`]
+    /// sends nothing and returns false (the engines latch what they can).
+    pub fn set_bus_master(&self, enabled: bool) {
+        self.bus_master.store(enabled, Ordering::Release);
     }
 
     /// Number of vectors (the MSI-X table size).
@@ -37,9 +47,12 @@ impl Vectors {
         self.lock().get(v).is_some_and(Option::is_some)
     }
 
-    /// Raises vector `v`. Returns false (and does nothing) if the vector has no eventfd, so the
-    /// caller can latch the interrupt instead of losing it.
+    /// Raises vector `v`. Returns false (and does nothing) if the vector has no eventfd or bus
+    /// mastering is off, so the caller can latch the interrupt instead of losing it.
     pub fn signal(&self, v: usize) -> bool {
+        if !self.bus_master.load(Ordering::Acquire) {
+            return false;
+        }
         let mut slots = self.lock();
         let Some(Some(fd)) = slots.get_mut(v) else {
             return false;

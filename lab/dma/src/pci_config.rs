@@ -12,6 +12,14 @@ pub const CONFIG_SIZE: usize = 256;
 
 const MSIX_CAP: usize = 0x40;
 
+/// Command register bits the function acts on.
+pub mod command {
+    /// Memory Space Enable: the function answers accesses to its memory BAR.
+    pub const MEMORY: u16 = 1 << 1;
+    /// Bus Master Enable: the function may read and write memory (DMA, MSI-X messages).
+    pub const MASTER: u16 = 1 << 2;
+}
+
 /// A memory BAR the function exposes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BarSpec {
@@ -126,6 +134,11 @@ impl PciConfig {
             let w = self.writable[at];
             self.bytes[at] = (self.bytes[at] & !w) | (b & w);
         }
+    }
+
+    /// The command register.
+    pub fn command(&self) -> u16 {
+        u16::from_le_bytes([self.bytes[0x04], self.bytes[0x05]])
     }
 
     /// Back to power-on contents (function-level reset).

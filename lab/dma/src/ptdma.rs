@@ -2,17 +2,23 @@
 //! of 32-byte descriptors in guest memory, registers in BAR2, MSI-X vector 0. Register
 //! semantics follow DEVICES.md section 2.
 //!
-//! A worker thread executes commands from HEAD to TAIL while the queue runs. The interrupt rule
+//! A worker thread executes commands from HEAD to TAIL while the queue runs, moving data in
+//! bursts ([`crate::guest_ram::BURST`]). A command may ask for up to 4 GiB, so register writes
+//! that take the queue away from it (RUN cleared, HEAD rewritten, reset) stop it at the next
+//! burst instead of waiting for it: the vfio-user thread waits for one burst at most. A TAIL that
+//! HEAD can never reach (misaligned, or outside the ring HEAD walks) is a queue error, not an
+//! endless walk round the ring. The interrupt rule
 //! is edge based: vector 0 fires whenever (INT_STATUS & INT_ENABLE) goes from zero to non-zero,
 //! whether a status bit is set or INT_ENABLE is written, because the driver's handler disables,
 //! submits the next command and re-enables.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use crate::bar::{split_write, Reg};
 use crate::device::Device;
-use crate::guest_ram::GuestRam;
+use crate::guest_ram::{CopyError, GuestRam};
 use crate::msix::Vectors;
 use crate::pci_config::{BarSpec, Identity, MsixSpec};
 
@@ -62,6 +68,7 @@ pub mod error {
     pub const ILLEGAL_ENGINE: u32 = 0x01;
     pub const ILLEGAL_FUNCTION_TYPE: u32 = 0x03;
     pub const ILLEGAL_BUFFER_LENGTH: u32 = 0x09;
+    /// Also reported when TAIL or HEAD is not a slot of the ring (HEAD could never reach TAIL).
     pub const ILLEGAL_MEM_ADDR: u32 = 0x0b;
     pub const ILLEGAL_MEM_SEL: u32 = 0x0c;
 }
@@ -99,12 +106,15 @@ struct QueueState {
     config: u32,
     clk_gate: u32,
     busy: bool,
+    /// A register write is waiting for the worker to let go; no new command starts meanwhile
+    /// (the wait releases the lock, and the worker would otherwise win it back).
+    held: bool,
     shutdown: bool,
 }
 
 impl QueueState {
     fn runnable(&self) -> bool {
-        self.control & control::RUN != 0 && !self.halted && self.head != self.tail
+        self.control & control::RUN != 0 && !self.halted && !self.held && self.head != self.tail
     }
 
     /// Guest address of the command at HEAD: Q_CONTROL[31:16] supplies bits 47:32.
@@ -112,13 +122,28 @@ impl QueueState {
         (u64::from(self.control >> 16) << 32) | u64::from(self.head)
     }
 
+    /// Bytes in the ring: 2^(size+1) entries of 32 bytes (at most 2^37, so no overflow).
+    fn ring_bytes(&self) -> u64 {
+        let size = (self.control >> control::SIZE_SHIFT) & control::SIZE_MASK;
+        DESC_SIZE << (size + 1)
+    }
+
     /// HEAD advanced by one slot, wrapping inside the queue (2^(size+1) entries, aligned).
     fn next_head(&self) -> u32 {
-        let size = (self.control >> control::SIZE_SHIFT) & control::SIZE_MASK;
-        let bytes = DESC_SIZE << (size + 1);
+        let bytes = self.ring_bytes();
         let head = u64::from(self.head);
         let base = head & !(bytes - 1);
         (base | (head.wrapping_add(DESC_SIZE) & (bytes - 1))) as u32
+    }
+
+    /// True when walking from HEAD reaches TAIL: both are slots of the same ring. Otherwise the
+    /// engine would execute the ring round and round until the guest stopped it.
+    fn tail_reachable(&self) -> bool {
+        let bytes = self.ring_bytes();
+        let (head, tail) = (u64::from(self.head), u64::from(self.tail));
+        head.is_multiple_of(DESC_SIZE)
+            && tail.is_multiple_of(DESC_SIZE)
+            && head & !(bytes - 1) == tail & !(bytes - 1)
     }
 }
 
@@ -127,6 +152,19 @@ struct Shared {
     vectors: Arc<Vectors>,
     st: Mutex<QueueState>,
     cv: Condvar,
+    /// Set (under the lock) by a register write that takes the queue away from the command in
+    /// flight; the worker's copy stops at the next burst. Cleared when a command starts.
+    stop: AtomicBool,
+}
+
+/// Why a command did not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failed {
+    /// An error code for Q_STATUS.
+    Code(u32),
+    /// Abandoned at a burst boundary on request; HEAD stays, so it runs again from the start
+    /// when the queue does.
+    Stopped,
 }
 
 impl Shared {
@@ -153,39 +191,65 @@ impl Shared {
         }
     }
 
-    /// Executes the command at `addr`; returns an error code for Q_STATUS on failure.
-    fn execute(&self, addr: u64) -> Result<u32, u32> {
+    /// Stops the command in flight at its next burst and waits for the worker to let go.
+    fn halt_worker<'a>(&self, mut st: MutexGuard<'a, QueueState>) -> MutexGuard<'a, QueueState> {
+        st.held = true;
+        self.stop.store(true, Ordering::Release);
+        let mut st = self.idle(st);
+        st.held = false;
+        st
+    }
+
+    /// Executes the command at `addr`; returns dw0, or why it did not complete.
+    fn execute(&self, addr: u64) -> Result<u32, Failed> {
+        self.run(addr)
+            .map_err(|e| match e {
+                CopyError::Stopped { .. } => Failed::Stopped,
+                CopyError::Fault(_) => Failed::Code(error::ILLEGAL_MEM_ADDR),
+            })?
+            .map_err(Failed::Code)
+    }
+
+    /// The command itself: guest-memory faults and stops in the outer result, command errors
+    /// (codes) in the inner one.
+    fn run(&self, addr: u64) -> Result<Result<u32, u32>, CopyError> {
         let mut raw = [0u8; DESC_SIZE as usize];
-        self.ram
-            .read(addr, &mut raw)
-            .map_err(|_| error::ILLEGAL_MEM_ADDR)?;
+        self.ram.read(addr, &mut raw)?;
         let w = |i: usize| {
             u32::from_le_bytes([raw[4 * i], raw[4 * i + 1], raw[4 * i + 2], raw[4 * i + 3]])
         };
         let (dw0, len, src_lo, dw3, dst_lo, dw5) = (w(0), w(1), w(2), w(3), w(4), w(5));
         if (dw0 >> 20) & 0xf != ENGINE_PASSTHRU {
-            return Err(error::ILLEGAL_ENGINE);
+            return Ok(Err(error::ILLEGAL_ENGINE));
         }
         // Function 0: plain copy (no bitwise operation, no byte swap).
         if (dw0 >> 5) & 0x7fff != 0 {
-            return Err(error::ILLEGAL_FUNCTION_TYPE);
+            return Ok(Err(error::ILLEGAL_FUNCTION_TYPE));
         }
         // Memory type 0 = system memory; the local storage block is not modelled.
         if (dw3 >> 16) & 3 != 0 || (dw5 >> 16) & 3 != 0 {
-            return Err(error::ILLEGAL_MEM_SEL);
+            return Ok(Err(error::ILLEGAL_MEM_SEL));
         }
         if len == 0 {
-            return Err(error::ILLEGAL_BUFFER_LENGTH);
+            return Ok(Err(error::ILLEGAL_BUFFER_LENGTH));
         }
         let src = u64::from(src_lo) | (u64::from(dw3 & 0xffff) << 32);
         let dst = u64::from(dst_lo) | (u64::from(dw5 & 0xffff) << 32);
-        self.ram
-            .copy(src, dst, u64::from(len))
-            .map_err(|_| error::ILLEGAL_MEM_ADDR)?;
-        Ok(dw0)
+        self.ram.copy_until(src, dst, u64::from(len), || {
+            self.stop.load(Ordering::Acquire)
+        })?;
+        Ok(Ok(dw0))
     }
 
-    fn finish(&self, st: &mut QueueState, outcome: Result<u32, u32>) {
+    /// Halts the queue with `code` in Q_STATUS and raises the error interrupt.
+    fn fail(&self, st: &mut QueueState, code: u32) {
+        tracing::debug!(head = st.head, tail = st.tail, code, "PTDMA queue error");
+        st.q_status = code & 0x3f;
+        st.halted = true;
+        self.update_irq(st, |s| s.int_status |= int::ERROR);
+    }
+
+    fn finish(&self, st: &mut QueueState, outcome: Result<u32, Failed>) {
         match outcome {
             Ok(dw0) => {
                 st.head = st.next_head();
@@ -194,11 +258,9 @@ impl Shared {
                     self.update_irq(st, |s| s.int_status |= int::COMPLETION);
                 }
             }
-            Err(code) => {
-                tracing::debug!(head = st.head, code, "PTDMA command error");
-                st.q_status = code & 0x3f;
-                st.halted = true;
-                self.update_irq(st, |s| s.int_status |= int::ERROR);
+            Err(Failed::Code(code)) => self.fail(st, code),
+            Err(Failed::Stopped) => {
+                tracing::debug!(head = st.head, "PTDMA command stopped mid-copy");
             }
         }
     }
@@ -212,8 +274,13 @@ impl Shared {
             if st.shutdown {
                 return;
             }
+            if !st.tail_reachable() {
+                self.fail(&mut st, error::ILLEGAL_MEM_ADDR);
+                continue;
+            }
             let addr = st.head_addr();
             st.busy = true;
+            self.stop.store(false, Ordering::Release);
             drop(st);
             let outcome = self.execute(addr);
             st = self.lock();
@@ -257,6 +324,7 @@ impl Ptdma {
             vectors,
             st: Mutex::new(QueueState::default()),
             cv: Condvar::new(),
+            stop: AtomicBool::new(false),
         });
         let s = Arc::clone(&shared);
         let worker = std::thread::Builder::new()
@@ -321,12 +389,19 @@ impl Device for Ptdma {
                 reg::IRQ_MASK => st.irq_mask = v,
                 reg::CMD_CONFIG => st.config = v,
                 reg::CLK_GATE_CTL => st.clk_gate = v,
-                reg::Q_CONTROL => st.control = v & !control::HALT,
+                reg::Q_CONTROL => {
+                    // Clearing RUN takes the queue off the command in flight (the driver does
+                    // it before freeing the queue); setting it again re-runs that command.
+                    if v & control::RUN == 0 {
+                        st = sh.halt_worker(st);
+                    }
+                    st.control = v & !control::HALT;
+                }
                 reg::Q_TAIL_LO => st.tail = v,
                 reg::Q_HEAD_LO => {
                     // Software repositions the queue (the driver's error flush); this also
-                    // lifts a halt.
-                    st = sh.idle(st);
+                    // lifts a halt and abandons the command in flight.
+                    st = sh.halt_worker(st);
                     st.head = v;
                     st.halted = false;
                 }
@@ -346,7 +421,7 @@ impl Device for Ptdma {
     fn reset(&self) {
         let sh = &self.shared;
         let st = sh.lock();
-        let mut st = sh.idle(st);
+        let mut st = sh.halt_worker(st);
         let shutdown = st.shutdown;
         *st = QueueState::default();
         st.shutdown = shutdown;
@@ -356,6 +431,7 @@ impl Device for Ptdma {
 
 impl Drop for Ptdma {
     fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
         self.shared.lock().shutdown = true;
         self.shared.cv.notify_all();
         if let Some(w) = self.worker.take() {

@@ -19,7 +19,7 @@ use crate::device::Device;
 use crate::guest_ram::GuestRam;
 use crate::ioat::Ioat;
 use crate::msix::Vectors;
-use crate::pci_config::{PciConfig, CONFIG_SIZE};
+use crate::pci_config::{command, PciConfig, CONFIG_SIZE};
 use crate::ptdma::Ptdma;
 
 /// Which engine a server process models.
@@ -56,12 +56,29 @@ impl Backend {
             }
         };
         let config = PciConfig::new(&device.identity());
-        Ok(Self {
+        let backend = Self {
             config,
             device,
             ram,
             vectors,
-        })
+        };
+        backend.apply_command();
+        Ok(backend)
+    }
+
+    /// Makes the device follow the command register: Bus Master Enable gates every guest
+    /// memory access and MSI-X message. Clearing it returns once no access is in flight, so
+    /// after a driver unbinds (which clears it) no register write can make the device touch
+    /// guest memory; work in flight faults and halts with an error.
+    fn apply_command(&self) {
+        let master = self.config.command() & command::MASTER != 0;
+        self.ram.set_bus_master(master);
+        self.vectors.set_bus_master(master);
+    }
+
+    /// Memory Space Enable: with it clear the function does not claim BAR accesses.
+    fn memory_enabled(&self) -> bool {
+        self.config.command() & command::MEMORY != 0
     }
 
     /// The device model.
@@ -149,6 +166,9 @@ impl ServerBackend for Backend {
         data.fill(0);
         if region == VFIO_PCI_CONFIG_REGION_INDEX {
             self.config.read(offset, data);
+        } else if region == bar && offset < size && !self.memory_enabled() {
+            // Unclaimed (memory space disabled): a master abort reads all ones.
+            data.fill(0xff);
         } else if region == bar && offset < size {
             self.device.read(offset, data);
         } else {
@@ -163,6 +183,11 @@ impl ServerBackend for Backend {
         tracing::trace!(region, offset, ?data, "region write");
         if region == VFIO_PCI_CONFIG_REGION_INDEX {
             self.config.write(offset, data);
+            if crate::bar::touches(offset, data.len(), 0x04, 2) {
+                self.apply_command();
+            }
+        } else if region == bar && offset < size && !self.memory_enabled() {
+            tracing::debug!(offset, "BAR write with memory space disabled dropped");
         } else if region == bar && offset < size {
             self.device.write(offset, data);
         } else {
@@ -212,6 +237,7 @@ impl ServerBackend for Backend {
 
     fn dma_unmap(&mut self, flags: DmaUnmapFlags, address: u64, size: u64) -> io::Result<()> {
         let all = flags.contains(DmaUnmapFlags::UNMAP_ALL);
+        // Returns once no engine uses the range: the reply must follow the last access.
         let dropped = self.ram.unmap(address, size, all);
         tracing::info!(
             address = format_args!("{address:#x}"),
@@ -226,8 +252,10 @@ impl ServerBackend for Backend {
 
     fn reset(&mut self) -> io::Result<()> {
         tracing::info!("device reset");
-        self.device.reset();
+        // Command register first: bus mastering off stops work in flight before the reset.
         self.config.reset();
+        self.apply_command();
+        self.device.reset();
         Ok(())
     }
 

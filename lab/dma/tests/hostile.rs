@@ -1,6 +1,7 @@
 //! Hostile guest, property-based: random register writes and reads, random descriptors
 //! (addresses outside guest RAM, in guard bytes, in read-only maps, zero and oversized lengths,
-//! unknown opcodes, self-looping `next`), resets in the middle of transfers, unmaps and remaps.
+//! unknown opcodes, self-looping `next`), resets in the middle of transfers, unmaps and remaps,
+//! bus mastering switched off and on.
 //! After every sequence: nothing outside the writable mappings changed, and after a device reset
 //! every channel still performs a good copy. A panic in the model fails the case (worker
 //! threads that die stop completing, which the final check catches).
@@ -46,6 +47,8 @@ enum Op {
     UnmapHigh,
     RemapHigh,
     Pause,
+    /// A command register write (bus mastering and memory space on and off).
+    Command(u16),
 }
 
 fn addr() -> impl Strategy<Value = u64> {
@@ -138,6 +141,7 @@ fn op(offset: BoxedStrategy<u64>) -> impl Strategy<Value = Op> {
         1 => Just(Op::UnmapHigh),
         1 => Just(Op::RemapHigh),
         1 => Just(Op::Pause),
+        1 => any::<u16>().prop_map(Op::Command),
     ]
 }
 
@@ -180,7 +184,11 @@ fn apply(r: &mut Rig, op: &Op, ptdma: bool) {
                 r.write(b + 0x06, 2, u64::from(*count));
             }
         }
-        Op::Reset => r.backend.reset().expect("reset never fails"),
+        Op::Reset => {
+            r.backend.reset().expect("reset never fails");
+            // Reset clears bus mastering; the driver sets it again.
+            r.set_command(ENABLED);
+        }
         Op::UnmapHigh => {
             r.backend
                 .dma_unmap(DmaUnmapFlags::empty(), HIGH, HIGH_SIZE)
@@ -193,6 +201,7 @@ fn apply(r: &mut Rig, op: &Op, ptdma: bool) {
                 .dma_map(DmaMapFlags::READ_WRITE, off, HIGH, HIGH_SIZE, Some(fd))
                 .expect("remap");
         }
+        Op::Command(v) => r.set_command(*v),
         Op::Pause => std::thread::sleep(std::time::Duration::from_micros(300)),
     }
 }
@@ -285,6 +294,7 @@ proptest! {
             apply(&mut r, o, false);
         }
         r.backend.reset().expect("reset");
+        r.set_command(ENABLED);
         r.assert_guards_intact();
         r.assert_ro_untouched();
         remap_if_needed(&mut r);
@@ -301,6 +311,7 @@ proptest! {
             apply(&mut r, o, true);
         }
         r.backend.reset().expect("reset");
+        r.set_command(ENABLED);
         r.assert_guards_intact();
         r.assert_ro_untouched();
         remap_if_needed(&mut r);

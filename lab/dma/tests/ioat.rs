@@ -481,6 +481,113 @@ fn device_reset_returns_to_power_on() {
     assert!(wait_state(&r, 1, state::DONE));
     r.backend.reset().expect("reset");
     assert_eq!(chansts(&r, 1), state::HALTED);
+    assert_eq!(r.config_read(4, 2), 0, "bus mastering and memory space off");
     assert_eq!(r.read(reg::INTRCTRL, 1), 0);
     assert_eq!(r.read(base(1) + reg::CHANCTRL, 2), 0);
+}
+
+/// With Bus Master Enable clear (the driver unbound) a doorbell moves nothing: no descriptor
+/// fetch, no data, no completion word, no interrupt; the channel halts with an error. After
+/// the driver sets bus mastering again and resets the channel, copies work.
+#[test]
+fn nothing_moves_while_bus_master_is_clear() {
+    use lab_dma::pci_config::command;
+    let mut r = rig(1);
+    alloc(&r, 0);
+    r.set_command(command::MEMORY);
+    r.poke(SRC, &pattern(0x1000, 4));
+    put_desc(&r, ring(0, 0), 0x1000, LAST_COPY, SRC, DST, ring(0, 1));
+    chain(&r, 0, ring(0, 0));
+    doorbell(&r, 0, 1);
+    assert!(wait_state(&r, 0, state::HALTED), "{:#x}", chansts(&r, 0));
+    let err = r.read(base(0) + reg::CHANERR, 4) as u32;
+    assert_eq!(err, chanerr::NEXT_DESC_ADDR, "descriptor fetch refused");
+    settle();
+    assert_eq!(r.peek(DST, 0x1000), vec![0; 0x1000], "data moved");
+    assert_eq!(r.peek_u64(cmp(0)), 0, "completion word written");
+    assert_eq!(r.irq_count(0), 0, "MSI-X sent without bus mastering");
+    // Rebind: bus master on, reset, start again.
+    r.set_command(ENABLED);
+    r.write(base(0) + reg::CHANCMD, 1, u64::from(chancmd::RESET));
+    alloc(&r, 0);
+    chain(&r, 0, ring(0, 0));
+    doorbell(&r, 0, 1);
+    assert!(wait_state(&r, 0, state::DONE));
+    assert_eq!(r.peek(DST, 0x1000), pattern(0x1000, 4));
+    assert_eq!(r.wait_irq(0), 1);
+}
+
+/// Clearing Bus Master Enable in the middle of a long chain stops it: once the config write
+/// returns, no byte and no completion word is written, and the channel reads halted with an
+/// error.
+#[test]
+fn clearing_bus_master_halts_the_transfer_in_flight() {
+    use lab_dma::pci_config::command;
+    let mut r = rig(1);
+    alloc(&r, 0);
+    r.poke(SRC, &pattern(1 << 20, 8));
+    put_desc(&r, ring(0, 0), 1 << 20, LAST_COPY, SRC, DST, ring(0, 0));
+    chain(&r, 0, ring(0, 0));
+    doorbell(&r, 0, u16::MAX);
+    assert!(eventually(|| r.peek_u64(cmp(0)) != 0), "engine started");
+    r.set_command(command::MEMORY);
+    let cmp_after = r.peek_u64(cmp(0));
+    r.poke(DST, &[0; 64]);
+    r.poke(DST + (1 << 20) - 64, &[0; 64]);
+    settle();
+    assert_eq!(r.peek_u64(cmp(0)), cmp_after, "completion after BME clear");
+    assert_eq!(r.peek(DST, 64), vec![0; 64], "data written after BME clear");
+    assert_eq!(r.peek(DST + (1 << 20) - 64, 64), vec![0; 64]);
+    assert!(wait_state(&r, 0, state::HALTED));
+    assert_ne!(r.read(base(0) + reg::CHANERR, 4), 0);
+}
+
+/// With Memory Space Enable clear the function does not claim its BAR: reads are all ones,
+/// writes are dropped.
+#[test]
+fn bar_is_unclaimed_while_memory_space_is_disabled() {
+    use lab_dma::pci_config::command;
+    use vfio_user::ServerBackend;
+    let mut r = rig(1);
+    r.set_command(command::MASTER);
+    let mut b = [0u8; 4];
+    r.backend
+        .region_read(0, reg::CHANCNT, &mut b)
+        .expect("read");
+    assert_eq!(b, [0xff; 4]);
+    r.backend
+        .region_write(0, reg::INTRCTRL, &[0])
+        .expect("write");
+    r.set_command(ENABLED);
+    assert_eq!(
+        r.read(reg::INTRCTRL, 1),
+        0x09,
+        "write with MSE clear was dropped"
+    );
+    r.backend
+        .region_read(0, reg::CHANCNT, &mut b)
+        .expect("read");
+    assert_eq!(b[0], 1);
+}
+
+/// A channel command waits for the descriptor in flight only, not for the chain: the worker
+/// must not start the next descriptor while a register write is waiting for it.
+#[test]
+fn a_command_during_a_long_chain_waits_for_one_descriptor_only() {
+    let r = rig(1);
+    alloc(&r, 0);
+    r.poke(SRC, &pattern(1 << 20, 9));
+    put_desc(&r, ring(0, 0), 1 << 20, LAST_COPY, SRC, DST, ring(0, 0));
+    chain(&r, 0, ring(0, 0));
+    doorbell(&r, 0, u16::MAX);
+    assert!(eventually(|| r.peek_u64(cmp(0)) != 0), "engine started");
+    let t = std::time::Instant::now();
+    r.write(base(0) + reg::CHANCMD, 1, u64::from(chancmd::SUSPEND));
+    let waited = t.elapsed();
+    assert_eq!(chansts(&r, 0) & state::MASK, state::SUSPENDED);
+    assert!(
+        waited < std::time::Duration::from_millis(150),
+        "SUSPEND waited {waited:?}"
+    );
+    r.write(base(0) + reg::CHANCMD, 1, u64::from(chancmd::RESET));
 }

@@ -268,3 +268,140 @@ fn stopping_and_reset_mid_transfer() {
     assert_eq!(d.r.peek(DST, 64), vec![0; 64], "no data moved after reset");
     d.r.assert_guards_intact();
 }
+
+/// With Bus Master Enable clear a submitted command moves nothing and sends no interrupt: the
+/// queue halts with ILLEGAL_MEM_ADDR (the command could not be fetched). After bus mastering
+/// is set again and the queue flushed, the same command runs.
+#[test]
+fn nothing_moves_while_bus_master_is_clear() {
+    use lab_dma::pci_config::command;
+    let mut d = Driver::init();
+    d.r.set_command(command::MEMORY);
+    d.r.poke(SRC, &pattern(0x1000, 6));
+    d.submit(cmd(DW0, 0x1000, SRC, DST), true);
+    assert!(eventually(|| d.r.read(reg::Q_CONTROL, 4) as u32
+        & control::HALT
+        != 0));
+    assert_eq!(d.r.read(reg::Q_STATUS, 4) as u32, error::ILLEGAL_MEM_ADDR);
+    assert_eq!(d.r.read(reg::Q_INT_STATUS, 4) as u32, int::ERROR);
+    settle();
+    assert_eq!(d.r.peek(DST, 0x1000), vec![0; 0x1000], "data moved");
+    assert_eq!(d.r.irq_count(0), 0, "MSI-X sent without bus mastering");
+    // Rebind: bus master on, the queue restarts at the failed slot.
+    d.r.set_command(ENABLED);
+    d.r.write(reg::Q_INT_STATUS, 4, 3);
+    d.r.write(reg::Q_HEAD_LO, 4, Q & 0xffff_ffff);
+    assert!(eventually(|| head(&d.r) == (Q + 32) & 0xffff_ffff));
+    assert_eq!(d.r.peek(DST, 0x1000), pattern(0x1000, 6));
+    assert_eq!(d.r.wait_irq(0), 1);
+}
+
+/// Fills every slot of the ring with a good small copy, so an endless walk would never fault.
+fn fill_ring(d: &Driver) {
+    d.r.poke(SRC, &pattern(64, 2));
+    for slot in 0..32 {
+        d.r.poke(Q + 32 * slot, &cmd(0x0050_0010, 64, SRC, DST));
+    }
+}
+
+/// A TAIL that HEAD never reaches (outside the ring, or not on a slot) is a queue error: the
+/// queue halts with ILLEGAL_MEM_ADDR before executing anything, instead of walking the ring
+/// until the guest stops it.
+#[test]
+fn an_unreachable_tail_is_a_queue_error() {
+    for tail in [Q + 0x1_0000, Q + 8, Q + 32 * 32] {
+        let mut d = Driver::init();
+        fill_ring(&d);
+        d.r.write(reg::Q_TAIL_LO, 4, tail & 0xffff_ffff);
+        d.r.write(reg::Q_CONTROL, 4, u64::from(d.qcontrol | control::RUN));
+        assert!(
+            eventually(|| d.r.read(reg::Q_CONTROL, 4) as u32 & control::HALT != 0),
+            "tail {tail:#x}: the queue kept running"
+        );
+        assert_eq!(d.r.read(reg::Q_STATUS, 4) as u32, error::ILLEGAL_MEM_ADDR);
+        assert_eq!(head(&d.r), Q & 0xffff_ffff, "nothing executed");
+        assert_eq!(d.r.peek(DST, 64), vec![0; 64]);
+        // The driver's flush (HEAD := TAIL) leaves an idle queue.
+        assert_eq!(d.handle_irq(), (int::ERROR, error::ILLEGAL_MEM_ADDR));
+        d.r.write(reg::Q_HEAD_LO, 4, tail & 0xffff_ffff);
+        settle();
+        assert_eq!(d.r.read(reg::Q_CONTROL, 4) as u32 & control::HALT, 0);
+    }
+}
+
+/// Guest address of a 4 GiB window made of 64 aliases of one 64 MiB memfd (4 GiB of guest
+/// address space for 64 MiB of host memory).
+const BIG: u64 = 0x100_0000_0000;
+const ALIAS: u64 = 64 << 20;
+
+fn map_big(d: &mut Driver) -> std::fs::File {
+    use std::os::unix::fs::FileExt;
+    use vfio_user::{DmaMapFlags, ServerBackend};
+    let f = memfd();
+    f.set_len(ALIAS).expect("size");
+    f.write_all_at(&pattern(4096, 1), 0).expect("fill");
+    for i in 0..64 {
+        let fd = f.try_clone().expect("dup");
+        d.r.backend
+            .dma_map(DmaMapFlags::READ_WRITE, 0, BIG + i * ALIAS, ALIAS, Some(fd))
+            .expect("map alias");
+    }
+    f
+}
+
+/// Submits one command copying almost 4 GiB inside the aliased window and waits until its
+/// first burst has landed.
+fn start_huge_copy(d: &mut Driver, f: &std::fs::File) {
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(&[0; 16], 0x1000).expect("clear dst");
+    d.submit(cmd(DW0, 0xffff_f000, BIG, BIG + 0x1000), true);
+    let mut b = [0u8; 1];
+    assert!(
+        eventually(|| {
+            f.read_exact_at(&mut b, 0x1000).expect("dst");
+            b[0] != 0
+        }),
+        "huge copy started"
+    );
+}
+
+/// Times one register access.
+fn timed(f: impl FnOnce()) -> std::time::Duration {
+    let t = std::time::Instant::now();
+    f();
+    t.elapsed()
+}
+
+/// A command may ask for 4 GiB. While it runs, register reads answer at once, and a HEAD
+/// write (the driver's flush), clearing RUN and a device reset each take the queue off it
+/// within one burst instead of waiting for the whole copy (seconds).
+#[test]
+fn a_four_gib_command_does_not_hold_up_the_register_thread() {
+    use vfio_user::ServerBackend;
+    const QUICK: std::time::Duration = std::time::Duration::from_millis(150);
+    let mut d = Driver::init();
+    let f = map_big(&mut d);
+
+    start_huge_copy(&mut d, &f);
+    assert!(timed(|| assert_eq!(d.r.read(reg::Q_STATUS, 4), 0)) < QUICK);
+    let flush = (Q + 32 * d.qidx) & 0xffff_ffff;
+    let t = timed(|| d.r.write(reg::Q_HEAD_LO, 4, flush));
+    assert!(t < QUICK, "HEAD write waited {t:?}");
+
+    start_huge_copy(&mut d, &f);
+    let t = timed(|| d.r.write(reg::Q_CONTROL, 4, u64::from(d.qcontrol)));
+    assert!(t < QUICK, "RUN clear waited {t:?}");
+    assert_eq!(head(&d.r), flush, "a stopped command keeps HEAD");
+    let before = d.r.peek_file(0, 1 << 20, &f);
+    settle();
+    assert_eq!(
+        d.r.peek_file(0, 1 << 20, &f),
+        before,
+        "data moved after RUN clear"
+    );
+
+    d.r.write(reg::Q_CONTROL, 4, u64::from(d.qcontrol | control::RUN));
+    let t = timed(|| d.r.backend.reset().expect("reset"));
+    assert!(t < QUICK, "device reset waited {t:?}");
+    assert_eq!(head(&d.r), 0);
+}

@@ -134,6 +134,9 @@ fn ioat_end_to_end_over_the_socket_then_exit_zero_on_disconnect() {
     d[24..32].copy_from_slice(&(GPA + 0x1040).to_le_bytes());
     ram.write_all_at(&d, OFF + 0x1000).expect("desc");
 
+    // Memory space and bus mastering on, as the guest's PCI core and driver set them.
+    c.region_write(VFIO_PCI_CONFIG_REGION_INDEX, 4, &6u16.to_le_bytes())
+        .expect("command register");
     let ch1 = 0x100u64;
     c.region_write(0, 0x03, &[0x09]).expect("INTRCTRL");
     c.region_write(0, ch1, &0x1du16.to_le_bytes())
@@ -186,6 +189,10 @@ fn ptdma_identity_over_the_socket() {
         .expect("config");
     assert_eq!(u32::from_le_bytes(id), 0x1498_1022);
     let mut v = [0u8; 4];
+    c.region_read(2, 0x10, &mut v).expect("version");
+    assert_eq!(v, [0xff; 4], "BAR unclaimed until memory space is enabled");
+    c.region_write(VFIO_PCI_CONFIG_REGION_INDEX, 4, &2u16.to_le_bytes())
+        .expect("command register");
     c.region_read(2, 0x10, &mut v).expect("version");
     assert_eq!(u32::from_le_bytes(v), lab_dma::ptdma::VERSION);
     c.shutdown().expect("shutdown");

@@ -7,6 +7,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
+use lab_dma::pci_config::command;
 use lab_dma::{Backend, DeviceKind};
 use vfio_bindings::bindings::vfio::{
     VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_PCI_CONFIG_REGION_INDEX,
@@ -35,6 +36,9 @@ const HIGH_OFF: u64 = LOW_OFF + LOW_SIZE + GUARD;
 const RO_OFF: u64 = HIGH_OFF + HIGH_SIZE + GUARD;
 const FILE_SIZE: u64 = RO_OFF + RO_SIZE + GUARD;
 
+/// Command register with memory space and bus mastering enabled, as a bound driver leaves it.
+pub const ENABLED: u16 = command::MEMORY | command::MASTER;
+
 /// One device model with its guest.
 pub struct Rig {
     pub backend: Backend,
@@ -42,7 +46,7 @@ pub struct Rig {
     pub irqs: Vec<EventFd>,
 }
 
-fn memfd() -> File {
+pub fn memfd() -> File {
     // SAFETY: memfd_create with a static NUL-terminated name; the fd is checked and owned.
     let fd = unsafe { libc::memfd_create(c"lab-dma-test".as_ptr(), libc::MFD_CLOEXEC) };
     assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
@@ -80,6 +84,10 @@ impl Rig {
             file.write_all_at(&vec![0; size as usize], off)
                 .expect("clear");
         }
+        // The driver's pci_enable_device + pci_set_master.
+        backend
+            .region_write(VFIO_PCI_CONFIG_REGION_INDEX, 4, &ENABLED.to_le_bytes())
+            .expect("command register");
         // A map without fd (a ROM section) must be accepted and ignored.
         backend
             .dma_map(DmaMapFlags::READ, 0, 0xfffc_0000, 0x4_0000, None)
@@ -135,6 +143,13 @@ impl Rig {
         v
     }
 
+    /// Reads `len` bytes at `off` of a test-made backing file.
+    pub fn peek_file(&self, off: u64, len: usize, f: &File) -> Vec<u8> {
+        let mut v = vec![0; len];
+        f.read_exact_at(&mut v, off).expect("peek file");
+        v
+    }
+
     pub fn peek_u64(&self, gpa: u64) -> u64 {
         u64::from_le_bytes(self.peek(gpa, 8).try_into().unwrap_or([0; 8]))
     }
@@ -179,6 +194,17 @@ impl Rig {
             .region_read(VFIO_PCI_CONFIG_REGION_INDEX, off, &mut b[..width])
             .expect("config read");
         u64::from_le_bytes(b)
+    }
+
+    pub fn config_write(&mut self, off: u64, width: usize, v: u64) {
+        self.backend
+            .region_write(VFIO_PCI_CONFIG_REGION_INDEX, off, &v.to_le_bytes()[..width])
+            .expect("config write");
+    }
+
+    /// Writes the command register (what unbind/bind and `setpci` do).
+    pub fn set_command(&mut self, v: u16) {
+        self.config_write(4, 2, u64::from(v));
     }
 
     /// Interrupts counted on vector `v` so far (drains the eventfd).
