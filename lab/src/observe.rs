@@ -76,11 +76,15 @@ impl TaskTrace {
             .context("starting the sched trace")
     }
 
-    /// Stops recording and returns the raw trace text.
+    /// Stops recording and returns the raw trace text. A ring that dropped events fails: shares
+    /// computed from a trace with holes would be a silently different sample.
     pub async fn stop(&self, vm: &Vm) -> Result<String> {
         let (text, overruns) = stop_tracing(vm, &self.events()).await?;
         if overruns > 0 {
-            tracing::warn!("the trace lost {overruns} events; raise buffer_kb");
+            bail!(
+                "the sched trace dropped {overruns} events ({} KiB per CPU); raise buffer_kb",
+                self.buffer_kb
+            );
         }
         Ok(text)
     }

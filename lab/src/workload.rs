@@ -173,10 +173,11 @@ impl Dmatest {
              {start}\n\
              started=$(dmesg | sed -n 's/.*dmatest: Started \\([0-9]*\\) threads.*/\\1/p' | awk '{{s += $1}} END {{print s + 0}}')\n\
              [ \"$started\" -gt 0 ] || {{ echo 'dmatest started no threads' >&2; dmesg >&2; exit 1; }}\n\
+             echo \"{STARTED_TAG} $started\"\n\
              waited=0\n\
              while [ \"$(dmesg | grep -c ': summary ')\" -lt \"$started\" ]; do\n\
                sleep 0.2; waited=$((waited + 1))\n\
-               [ $waited -lt {polls} ] || {{ echo 'dmatest did not finish' >&2; break; }}\n\
+               [ $waited -lt {polls} ] || {{ echo \"dmatest did not finish: $(dmesg | grep -c ': summary ') of $started threads reported after {limit_s} s\" >&2; dmesg | grep dmatest >&2; exit 1; }}\n\
              done\n\
              cat $P/wait > /dev/null\n\
              dmesg | grep dmatest || true\n",
@@ -184,6 +185,8 @@ impl Dmatest {
             channel = self.channel,
             control = control,
             polls = limit_s * 5,
+            limit_s = limit_s,
+            STARTED_TAG = STARTED_TAG,
         )
     }
 
@@ -206,9 +209,14 @@ impl Dmatest {
                 out.stderr_str()
             );
         }
-        DmatestResult::parse(&log)
+        let result = DmatestResult::parse(&log)?;
+        result.check_complete(self.iterations)?;
+        Ok(result)
     }
 }
+
+/// The line the dmatest script prints with the number of threads dmatest started.
+const STARTED_TAG: &str = "lab-dmatest-started";
 
 /// One thread's summary line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -225,6 +233,9 @@ pub struct DmatestThread {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DmatestResult {
     pub threads: Vec<DmatestThread>,
+    /// Threads dmatest said it started (from the lab's script; None for a bare log).
+    #[serde(default)]
+    pub started: Option<u64>,
 }
 
 impl DmatestResult {
@@ -233,7 +244,12 @@ impl DmatestResult {
     pub fn parse(log: &str) -> Result<DmatestResult> {
         let mut threads = Vec::new();
         let mut failures = Vec::new();
+        let mut started = None;
         for line in log.lines() {
+            if let Some(n) = line.strip_prefix(STARTED_TAG) {
+                started = n.trim().parse().ok();
+                continue;
+            }
             let Some(pos) = line.find("dmatest: ") else {
                 continue;
             };
@@ -265,7 +281,30 @@ impl DmatestResult {
                 failures.join("\n")
             );
         }
-        Ok(DmatestResult { threads })
+        Ok(DmatestResult { threads, started })
+    }
+
+    /// Every started thread reported and ran all `iterations`: a short run (a thread that hit
+    /// dmatest's own timeout or stopped early) is an error naming the thread, never a sample.
+    pub fn check_complete(&self, iterations: u32) -> Result<()> {
+        if let Some(started) = self.started {
+            if self.threads.len() as u64 != started {
+                bail!(
+                    "dmatest started {started} threads but {} reported a summary",
+                    self.threads.len()
+                );
+            }
+        }
+        let short: Vec<String> = self
+            .threads
+            .iter()
+            .filter(|t| t.tests != u64::from(iterations))
+            .map(|t| format!("{} ran {} of {iterations}", t.thread, t.tests))
+            .collect();
+        if !short.is_empty() {
+            bail!("dmatest threads stopped short: {}", short.join(", "));
+        }
+        Ok(())
     }
 
     pub fn total_tests(&self) -> u64 {
@@ -302,6 +341,53 @@ fn parse_summary(thread: &str, summary: &str) -> Result<DmatestThread> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_or_missing_thread_is_an_error_not_a_sample() {
+        let line = |t: &str, n: u32| {
+            format!(
+                "[ 1.0] dmatest: {t}: summary {n} tests, 0 failures 500.00 iops 32000 KB/s (0)\n"
+            )
+        };
+        let full = format!(
+            "{STARTED_TAG} 2\n{}{}",
+            line("dma0chan0-copy0", 1000),
+            line("dma0chan0-copy1", 1000)
+        );
+        DmatestResult::parse(&full)
+            .unwrap()
+            .check_complete(1000)
+            .unwrap();
+        let short = format!(
+            "{STARTED_TAG} 2\n{}{}",
+            line("dma0chan0-copy0", 1000),
+            line("dma0chan0-copy1", 412)
+        );
+        let err = DmatestResult::parse(&short)
+            .unwrap()
+            .check_complete(1000)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("dma0chan0-copy1 ran 412 of 1000"), "{err}");
+        let missing = format!("{STARTED_TAG} 2\n{}", line("dma0chan0-copy0", 1000));
+        let err = DmatestResult::parse(&missing)
+            .unwrap()
+            .check_complete(1000)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("started 2 threads but 1 reported"), "{err}");
+    }
+
+    #[test]
+    fn the_script_fails_when_dmatest_does_not_finish() {
+        let script = Dmatest::seed_parameters().script(Some(0), Some(7));
+        let give_up = script
+            .lines()
+            .find(|l| l.contains("did not finish"))
+            .expect("the script gives up at some point");
+        assert!(give_up.trim_end().ends_with("exit 1; }"), "{give_up}");
+        assert!(script.contains(STARTED_TAG), "{script}");
+    }
 
     #[test]
     fn parses_the_seed_summary_line() {

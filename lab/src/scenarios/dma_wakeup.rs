@@ -281,6 +281,7 @@ impl Scenario for DmaWakeup {
         let raw_trace = trace.stop(vm).await?;
         let trace_file = boot.keep("sched.trace", &raw_trace)?;
         let result = DmatestResult::parse(&run.stdout_str())
+            .and_then(|r| r.check_complete(dmatest.iterations).map(|()| r))
             .with_context(|| format!("dmatest in {}", vm.name))?;
         let placement = TaskPlacement::from_events(&prefix, &parse_trace(&raw_trace), topology);
         if placement.total_switch_ins() == 0 {
