@@ -409,6 +409,44 @@ impl Comparison {
         self.assert_verdict(metric, variant, significance, Verdict::NoChange)
     }
 
+    /// Ok when the variant is equivalent to the base within `margin` (in the metric's unit):
+    /// the 90% Welch interval of the difference of means lies inside [-margin, +margin], the
+    /// two one-sided tests at 5%. Unlike [`Comparison::assert_no_change`], too few or too
+    /// scattered boots fail it: a wide interval cannot show equivalence.
+    pub fn assert_equivalent(
+        &self,
+        metric: &str,
+        variant: &str,
+        margin: f64,
+    ) -> anyhow::Result<()> {
+        let (m, change) = self
+            .metric(metric)
+            .and_then(|m| Ok((m, self.change(metric, variant)?)))
+            .map_err(|e| self.failure(e.to_string()))?;
+        let unit = unit_suffix(&m.unit);
+        let Some(ci) = change.difference_interval(0.90) else {
+            return Err(self.failure(format!(
+                "{metric}: equivalence within {margin}{unit} needs 2+ boots per variant (n={}/{})",
+                change.base.n, change.variant.n
+            )));
+        };
+        if ci.low >= -margin && ci.high <= margin {
+            return Ok(());
+        }
+        Err(self.failure(format!(
+            "{metric}: {variant:?} not shown equivalent to {base:?} within {margin}{unit}: the 90% \
+             interval of the difference is [{lo}, {hi}]{unit} (means {b} -> {v}, n={nb}/{nv}); \
+             either they differ or the boots are too few or too scattered to tell",
+            base = self.base(),
+            lo = fmt_value(ci.low),
+            hi = fmt_value(ci.high),
+            b = fmt_value(change.base.mean),
+            v = fmt_value(change.variant.mean),
+            nb = change.base.n,
+            nv = change.variant.n,
+        )))
+    }
+
     fn assert_verdict(
         &self,
         metric: &str,
@@ -1466,6 +1504,46 @@ p: that test's p-value; [..]: 95% Welch-t interval of the %change; n: boots per 
         assert!(c
             .assert_ratio("share_on_irq_cpu", REVERT, "=>", 1.0)
             .is_err());
+    }
+
+    #[test]
+    fn equivalence_needs_a_narrow_interval_not_just_a_large_p() {
+        let mut c = Comparison::new("equivalence", [BASE, REVERT]).unwrap();
+        c.add_metric("tight", "%", Direction::Neutral, 5.0).unwrap();
+        c.add_metric("scattered", "%", Direction::Neutral, 5.0)
+            .unwrap();
+        c.add_metric("shifted", "%", Direction::Neutral, 5.0)
+            .unwrap();
+        for (b, r) in [
+            (10.0, 11.0),
+            (12.0, 10.5),
+            (11.0, 12.0),
+            (10.5, 11.5),
+            (11.5, 10.0),
+        ] {
+            c.add_sample("tight", BASE, b).unwrap();
+            c.add_sample("tight", REVERT, r).unwrap();
+            c.add_sample("shifted", BASE, b).unwrap();
+            c.add_sample("shifted", REVERT, r + 40.0).unwrap();
+        }
+        // Two boots each that disagree wildly: "no change" at P05, but nothing is shown.
+        for (b, r) in [(0.0, 90.0), (90.0, 0.0)] {
+            c.add_sample("scattered", BASE, b).unwrap();
+            c.add_sample("scattered", REVERT, r).unwrap();
+        }
+        c.assert_equivalent("tight", REVERT, 5.0).unwrap();
+        c.assert_no_change("scattered", REVERT, Significance::P05)
+            .unwrap();
+        let err = c
+            .assert_equivalent("scattered", REVERT, 30.0)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("too few or too scattered"), "{err}");
+        assert!(c.assert_equivalent("shifted", REVERT, 30.0).is_err());
+        c.add_metric("one", "", Direction::Neutral, 0.0).unwrap();
+        c.add_sample("one", BASE, 1.0).unwrap();
+        c.add_sample("one", REVERT, 1.0).unwrap();
+        assert!(c.assert_equivalent("one", REVERT, 1.0).is_err());
     }
 
     #[test]

@@ -193,6 +193,12 @@ impl Change {
         })
     }
 
+    /// The Welch-t interval of the difference at `confidence` (0.90 for a two one-sided tests
+    /// equivalence check at 5%); `None` unless both sides have 2+ samples.
+    pub fn difference_interval(&self, confidence: f64) -> Option<Interval> {
+        welch_interval(&self.base, &self.variant, 1.0 - confidence)
+    }
+
     /// `Higher`/`Lower` only when `p_value < alpha` and |difference| > `noise_floor` (in the
     /// metric's unit, e.g. 2.0 for two percentage points of a share). A NaN floor calls nothing.
     pub fn verdict(&self, significance: Significance, noise_floor: f64) -> Verdict {
