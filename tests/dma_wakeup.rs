@@ -193,20 +193,45 @@ async fn same_llc_irq_keeps_the_thread_in_its_llc() {
     );
 }
 
+/// How far apart the two kernels' mean share on the IRQ CPU may be, in percentage points, for
+/// the polled run to count as "no difference": under two thirds of the split the interrupt
+/// makes (base 0-15%, revert 82-97% in the cross-LLC runs: ~80 pp), so a polled run showing
+/// most of that split fails.
+const POLLED_MARGIN_PP: f64 = 50.0;
+
 #[tokio::test]
 async fn polled_dmatest_shows_no_placement_difference() {
+    // No interrupt, so no interrupt-context wakeup for the two kernels to treat differently.
+    // "No significant change" would pass with any two scattered samples; this asserts
+    // equivalence: the 90% interval of the difference of the means lies within
+    // +-POLLED_MARGIN_PP, which scattered or too few boots fail. The polling thread never
+    // sleeps, so where it runs is the load balancer's call and varies a lot from boot to boot
+    // (share on the IRQ CPU 0.0-78.6% in single boots, standard deviation 18-30 pp per
+    // kernel): with 5 boots per kernel the interval was [-51.9, 4.4] pp in one run, with 7
+    // [-17.6, 16.3] and [-23.0, 19.1], with 10 [-4.5, 26.4] (311 s at load ~7); 10 per kernel
+    // keep it near +-20 pp, so the 50 pp bound
+    // fails only on a real difference (or with a chance of a few percent on scatter alone).
     let scenario = Experiment::new(DmaWakeup::seed().dmatest(tcg_dmatest().polled(true)))
-        .named("dma-wakeup-polled");
-    // Measured here (5 boots each): every share metric p >= 0.5 between the kernels, with wide
-    // boot-to-boot spread on both (share on CPU 2: base 16.6% ± 91%, revert 11.4% ± 147%).
+        .named("dma-wakeup-polled")
+        .repetitions(POLLED_BOOTS);
     let (_lab, outcome) = run(scenario).await;
     let ab = outcome.comparison();
-    // No interrupt, so no interrupt-context wakeup for the two kernels to treat differently.
-    ab.assert_no_change("share_on_irq_cpu", REVERT, Significance::P01)
-        .unwrap();
-    ab.assert_no_change("share_in_start_llc", REVERT, Significance::P01)
+    if let Some(ci) = ab
+        .change("share_on_irq_cpu", REVERT)
+        .ok()
+        .and_then(|c| c.difference_interval(0.90))
+    {
+        println!(
+            "share_on_irq_cpu: 90% interval of the difference [{:.1}, {:.1}] pp, bound +-{POLLED_MARGIN_PP}",
+            ci.low, ci.high
+        );
+    }
+    ab.assert_equivalent("share_on_irq_cpu", REVERT, POLLED_MARGIN_PP)
         .unwrap();
 }
+
+/// Boots per kernel of the polled run.
+const POLLED_BOOTS: usize = 10;
 
 #[tokio::test]
 async fn remote_node_irq_costs_the_thread_its_home_node_with_the_revert() {
