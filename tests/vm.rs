@@ -196,3 +196,112 @@ fn qemu_dies_with_its_test_process() {
         "QEMU {pid} outlived its dead test process"
     );
 }
+
+/// Every process below `pid` (children, their children, ...), from `/proc`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parents = std::collections::HashMap::<u32, Vec<u32>>::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().nth(1));
+        if let Some(ppid) = ppid.and_then(|p| p.parse().ok()) {
+            parents.entry(ppid).or_default().push(child);
+        }
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for &c in parents.get(&p).into_iter().flatten() {
+            out.push(c);
+            todo.push(c);
+        }
+    }
+    out
+}
+
+/// Run by `a_killed_test_runner_leaves_no_test_qemu_or_device` under a stand-in runner: boots a
+/// VM with a lab-dma device, prints its pid and waits to be killed.
+#[tokio::test]
+#[ignore = "helper for a_killed_test_runner_leaves_no_test_qemu_or_device"]
+async fn helper_boot_then_wait() {
+    if std::env::var_os("LAB_RUNNER_HELPER").is_none() {
+        return;
+    }
+    let lab = common::lab().await;
+    let _vm = lab
+        .boot(BootOptions::named("vm-runner-killed").device(lab::devices::DeviceSpec::ioat(1)))
+        .await
+        .unwrap();
+    println!("TEST_PID={}", std::process::id());
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    tokio::time::sleep(Duration::from_secs(600)).await;
+}
+
+/// What a cancelled CI job does: SIGKILL the test runner (here a shell standing in for
+/// `cargo nextest`, with its `NEXTEST_RUN_ID`) while a test has a VM running. The test process,
+/// QEMU and the device model must be gone within 5 s.
+#[test]
+fn a_killed_test_runner_leaves_no_test_qemu_or_device() {
+    use std::io::BufRead;
+    let exe = std::env::current_exe().unwrap();
+    let mut runner = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" --exact helper_boot_then_wait --ignored --nocapture; :")
+        .arg(&exe)
+        .env("NEXTEST_RUN_ID", "stand-in")
+        .env("LAB_RUNNER_HELPER", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(runner.stdout.take().unwrap()).lines();
+    let test: u32 = loop {
+        let line = lines
+            .next()
+            .expect("the helper ended before booting")
+            .unwrap();
+        if let Some(pid) = line.strip_prefix("TEST_PID=") {
+            break pid.parse().unwrap();
+        }
+    };
+    let mut pids = descendants(test);
+    let names: Vec<String> = pids
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("qemu") || n.starts_with("ld-linux"))
+            && names.iter().any(|n| n == "lab-dma"),
+        "expected QEMU and lab-dma below the test process: {names:?}"
+    );
+    pids.push(test);
+    runner.kill().unwrap();
+    runner.wait().unwrap();
+    let start = Instant::now();
+    let gone = pids
+        .iter()
+        .all(|&p| common::wait_gone(p, Duration::from_secs(5).saturating_sub(start.elapsed())));
+    let left: Vec<u32> = pids
+        .iter()
+        .copied()
+        .filter(|&p| common::process_alive(p))
+        .collect();
+    for &p in &left {
+        std::process::Command::new("kill")
+            .args(["-9", &p.to_string()])
+            .status()
+            .ok();
+    }
+    assert!(gone, "outlived the killed runner: {left:?} of {names:?}");
+    println!("{names:?} gone {:?} after the runner", start.elapsed());
+}

@@ -123,8 +123,7 @@ impl Archive {
         if let Some(dir) = cwd {
             cmd.current_dir(dir);
         }
-        let out = cmd
-            .output()
+        let out = crate::process::output(&mut cmd)
             .with_context(|| format!("running {tool} (is apt installed?)"))?;
         if !out.status.success() {
             bail!(
@@ -162,7 +161,7 @@ impl Archive {
         // apt-cache exits non-zero when any one is missing but still prints the others.
         let mut cmd = Command::new("apt-cache");
         cmd.args(self.options()).args(&args);
-        let out = cmd.output().context("running apt-cache")?;
+        let out = crate::process::output(&mut cmd).context("running apt-cache")?;
         let text = String::from_utf8_lossy(&out.stdout);
         let mut found: BTreeMap<(String, String), String> = BTreeMap::new();
         for stanza in text.split("\n\n") {
@@ -309,11 +308,7 @@ fn simulated_installs(
 /// Unpacks a `.deb`'s data into `dest` (no maintainer scripts run).
 pub fn extract_deb(deb: &Path, dest: &Path) -> Result<()> {
     fs::create_dir_all(dest)?;
-    let out = Command::new("dpkg-deb")
-        .arg("-x")
-        .arg(deb)
-        .arg(dest)
-        .output()
+    let out = crate::process::output(Command::new("dpkg-deb").arg("-x").arg(deb).arg(dest))
         .context("running dpkg-deb")?;
     if !out.status.success() {
         bail!(

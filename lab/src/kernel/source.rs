@@ -111,13 +111,14 @@ impl<'a> SourceResolver<'a> {
                         repo.display()
                     );
                 }
-                let out = Command::new("git")
-                    .arg("-C")
-                    .arg(repo)
-                    .args(["rev-parse", "--verify", "--quiet"])
-                    .arg(format!("{reference}^{{commit}}"))
-                    .output()
-                    .context("running git")?;
+                let out = crate::process::output(
+                    Command::new("git")
+                        .arg("-C")
+                        .arg(repo)
+                        .args(["rev-parse", "--verify", "--quiet"])
+                        .arg(format!("{reference}^{{commit}}")),
+                )
+                .context("running git")?;
                 if !out.status.success() {
                     bail!("git source {}: ref {reference:?} (recipe field `source.ref`) is not a commit", repo.display());
                 }
@@ -176,21 +177,27 @@ impl<'a> SourceResolver<'a> {
             Source::Tarball { path, .. } => untar(path, dest, scratch),
             Source::Git { repo, .. } => {
                 fs::create_dir_all(dest)?;
-                let mut archive = Command::new("git")
-                    .arg("-C")
-                    .arg(repo)
-                    .args(["archive", "--format=tar", &resolved.version])
-                    .stdout(Stdio::piped())
-                    .spawn()
-                    .context("running git archive")?;
-                let stdout = archive.stdout.take().context("git archive stdout")?;
-                let tar = Command::new("tar")
-                    .args(["-x", "--no-same-owner", "-C"])
-                    .arg(dest)
-                    .stdin(stdout)
-                    .status()
-                    .context("running tar")?;
-                let git = archive.wait()?;
+                let mut archive = crate::process::spawn_tree(
+                    Command::new("git")
+                        .arg("-C")
+                        .arg(repo)
+                        .args(["archive", "--format=tar", &resolved.version])
+                        .stdout(Stdio::piped()),
+                )
+                .context("running git archive")?;
+                let stdout = archive
+                    .inner()
+                    .stdout
+                    .take()
+                    .context("git archive stdout")?;
+                let tar = crate::process::status(
+                    Command::new("tar")
+                        .args(["-x", "--no-same-owner", "-C"])
+                        .arg(dest)
+                        .stdin(stdout),
+                )
+                .context("running tar")?;
+                let git = archive.inner().wait()?;
                 if !git.success() || !tar.success() {
                     bail!(
                         "unpacking {} at {} failed",
@@ -248,13 +255,14 @@ fn locked_package<'l>(lock: &'l LockFile, package: &str) -> Option<&'l PackageRe
 fn untar(tarball: &Path, dest: &Path, scratch: &Path) -> Result<()> {
     let tmp = scratch.join("untar");
     fs::create_dir_all(&tmp)?;
-    let out = Command::new("tar")
-        .args(["-x", "--no-same-owner", "-f"])
-        .arg(tarball)
-        .arg("-C")
-        .arg(&tmp)
-        .output()
-        .context("running tar")?;
+    let out = crate::process::output(
+        Command::new("tar")
+            .args(["-x", "--no-same-owner", "-f"])
+            .arg(tarball)
+            .arg("-C")
+            .arg(&tmp),
+    )
+    .context("running tar")?;
     if !out.status.success() {
         bail!(
             "unpacking {} failed: {}",
