@@ -10,6 +10,16 @@
 //! Every resolution is remembered in the cache under a key of its lock entry
 //! ([`recorded_resolution`]): while the lock entry is unchanged, a caller whose product (an
 //! unpacked QEMU, a guest image) is already cached needs neither apt nor the network.
+//!
+//! Between processes (two CI jobs, two test processes on one cache): an open [`Archive`] holds
+//! the apt state's lock until its last clone drops, so a list update never runs under another
+//! process's resolution or download, and resolving and downloading a bundle is one locked step.
+//! Files others read (`sources.list`, `images/lock.toml`) are replaced atomically through
+//! unique temporary names, `sources.list` only when it changes.
+//!
+//! The network: lists older than a day are refreshed once (bounded, no retries); when that
+//! fails the old lists are used with a warning and are not marked fresh. Steps that cannot do
+//! without the network (lists never fetched, downloads) retry with backoff and name what failed.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -20,7 +30,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::cache::{hash_parts, sha256_file, Cache};
+use crate::cache::{hash_parts, sha256_file, Cache, CacheLock};
 
 /// Suites the private apt state reads. Bookworm hosts get trixie's kernels and trixie-backports'
 /// QEMU (the first with `vfio-user-pci`).
@@ -31,12 +41,21 @@ pub const SUITES: &[&str] = &["trixie", "trixie-updates", "trixie-backports", "b
 /// Lists older than this are refreshed (`LAB_APT_REFRESH=1` forces a refresh).
 const LIST_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 
-/// A private apt state (lists, downloads) under the cache.
+/// How often a network step that is needed is tried, and the pause before each retry.
+const NETWORK_TRIES: &[Duration] = &[
+    Duration::ZERO,
+    Duration::from_secs(2),
+    Duration::from_secs(8),
+];
+
+/// A private apt state (lists, downloads) under the cache, locked against other processes for
+/// as long as this value or a clone of it lives: open it, resolve, download, drop it.
 #[derive(Debug, Clone)]
 pub struct Archive {
     cache: Cache,
     state: PathBuf,
     mirror: String,
+    _lock: std::sync::Arc<CacheLock>,
 }
 
 /// One binary package as the archive's index describes it.
@@ -48,20 +67,25 @@ pub struct PackageRef {
 }
 
 impl Archive {
-    /// Opens (and if stale, refreshes) the private apt state for [`SUITES`].
+    /// Opens (and if stale, refreshes) the private apt state for [`SUITES`], waiting while
+    /// another process or thread has it open.
     pub fn open(cache: &Cache) -> Result<Archive> {
-        let mirror = host_mirror()?;
+        Archive::open_at(cache, host_mirror()?)
+    }
+
+    fn open_at(cache: &Cache, mirror: String) -> Result<Archive> {
         let key = hash_parts(&[
             ("mirror", mirror.as_bytes()),
             ("suites", SUITES.join(" ").as_bytes()),
         ]);
         let state = cache.dir("apt").join(&key[..16]);
+        let lock = cache.lock(&format!("apt-{}", &key[..16]))?;
         let archive = Archive {
             cache: cache.clone(),
             state,
             mirror,
+            _lock: std::sync::Arc::new(lock),
         };
-        let _lock = cache.lock(&format!("apt-{}", &key[..16]))?;
         archive.prepare()?;
         Ok(archive)
     }
@@ -75,19 +99,62 @@ impl Archive {
             .iter()
             .map(|suite| format!("deb [signed-by={keyring}] {} {suite} main\n", self.mirror))
             .collect();
-        fs::write(self.state.join("etc/sources.list"), sources)?;
+        write_if_changed(&self.state.join("etc/sources.list"), sources.as_bytes())?;
         let stamp = self.state.join("lists/.updated");
+        let have_lists = stamp.exists();
         let fresh = fs::metadata(&stamp)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| SystemTime::now().duration_since(t).ok())
             .is_some_and(|age| age < LIST_MAX_AGE);
-        if !fresh || std::env::var_os("LAB_APT_REFRESH").is_some() {
-            tracing::info!("updating the private apt lists for {}", SUITES.join(", "));
-            self.apt("apt-get", &["-q", "update"])?;
-            fs::write(&stamp, b"")?;
+        if fresh && std::env::var_os("LAB_APT_REFRESH").is_none() {
+            return Ok(());
         }
-        Ok(())
+        tracing::info!("updating the private apt lists for {}", SUITES.join(", "));
+        // Old lists still resolve and download the locked versions: one bounded try, and on
+        // failure they are used as they are (offline after provisioning).
+        let tries = if have_lists {
+            &NETWORK_TRIES[..1]
+        } else {
+            NETWORK_TRIES
+        };
+        match self.update(tries) {
+            Ok(()) => {
+                fs::write(&stamp, b"")?;
+                Ok(())
+            }
+            Err(e) if have_lists => {
+                crate::progress::warn(format!(
+                    "could not refresh the apt lists (using the old ones): {e:#}"
+                ));
+                Ok(())
+            }
+            Err(e) => Err(e.context("fetching the apt lists (the lab needs them once, online)")),
+        }
+    }
+
+    /// `apt-get update`, tried at the given pauses; success only when every index was fetched
+    /// (plain `apt-get update` exits 0 when fetches fail, and then nothing was updated).
+    fn update(&self, tries: &[Duration]) -> Result<()> {
+        retry(tries, "apt-get update", || {
+            let out = self.apt(
+                "apt-get",
+                &[
+                    "-q",
+                    "-o",
+                    "APT::Update::Error-Mode=any",
+                    "-o",
+                    "Acquire::Retries=0",
+                    "-o",
+                    "Acquire::http::Timeout=15",
+                    "update",
+                ],
+            )?;
+            if let Some(line) = out.lines().find(|l| l.starts_with("Err:")) {
+                bail!("apt-get update: {}", line.trim());
+            }
+            Ok(())
+        })
     }
 
     fn options(&self) -> Vec<String> {
@@ -104,6 +171,7 @@ impl Archive {
             format!("Dir::Etc::PreferencesParts={s}/etc"),
             "APT::Architecture=amd64".into(),
             "APT::Architectures=amd64".into(),
+            // The state is the lab's own and `Archive` holds its lock around every apt call.
             "Debug::NoLocking=1".into(),
             // Downloads land in the cache, which the unprivileged _apt user may not reach.
             "APT::Sandbox::User=root".into(),
@@ -230,26 +298,87 @@ impl Archive {
         if !missing.is_empty() {
             let mut args = vec!["-q", "download"];
             args.extend(missing.iter().map(String::as_str));
-            self.apt_in("apt-get", &args, Some(&dir))?;
+            let what = format!("downloading {} Debian packages", missing.len());
+            retry(NETWORK_TRIES, &what, || {
+                self.apt_in("apt-get", &args, Some(&dir)).map(drop)
+            })?;
         }
+        let verified = |package: &PackageRef| -> Result<PathBuf> {
+            let spec = format!("{}={}", package.name, package.version);
+            let path = find_deb(&dir, &package.name, &package.version)
+                .with_context(|| format!("apt-get download {spec} left no .deb"))?;
+            let actual = sha256_file(&path)?;
+            if actual != package.sha256 {
+                fs::remove_file(&path).ok();
+                bail!(
+                    "checksum mismatch for {spec}: expected sha256 {}, got {actual}",
+                    package.sha256
+                );
+            }
+            Ok(path)
+        };
         packages
             .iter()
-            .map(|package| {
-                let spec = format!("{}={}", package.name, package.version);
-                let path = find_deb(&dir, &package.name, &package.version)
-                    .with_context(|| format!("apt-get download {spec} left no .deb"))?;
-                let actual = sha256_file(&path)?;
-                if actual != package.sha256 {
-                    fs::remove_file(&path).ok();
-                    bail!(
-                        "checksum mismatch for {spec}: expected sha256 {}, got {actual}",
-                        package.sha256
-                    );
+            .map(|package| match verified(package) {
+                Ok(path) => Ok(path),
+                // A .deb a killed download left half-written: removed above, fetched once more.
+                Err(e) if !missing.contains(&format!("{}={}", package.name, package.version)) => {
+                    tracing::warn!("{e:#}: downloading it again");
+                    let spec = format!("{}={}", package.name, package.version);
+                    self.apt_in("apt-get", &["-q", "download", &spec], Some(&dir))?;
+                    verified(package)
                 }
-                Ok(path)
+                Err(e) => Err(e),
             })
             .collect()
     }
+}
+
+/// Runs a network step at the given pauses (the first is before the first try) until it
+/// succeeds; the error names the step and every failure.
+fn retry(pauses: &[Duration], what: &str, mut step: impl FnMut() -> Result<()>) -> Result<()> {
+    let mut failures = Vec::new();
+    for (i, pause) in pauses.iter().enumerate() {
+        std::thread::sleep(*pause);
+        match step() {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                if i + 1 < pauses.len() {
+                    tracing::warn!("{what} failed (retrying in {:?}): {e:#}", pauses[i + 1]);
+                }
+                failures.push(format!("try {}: {e:#}", i + 1));
+            }
+        }
+    }
+    bail!(
+        "{what} failed {} times:\n{}",
+        failures.len(),
+        failures.join("\n")
+    )
+}
+
+/// Replaces `path` with `bytes` unless it holds them already; through a unique temporary file
+/// and a rename, so a concurrent reader sees the old or the new file, never a part, and two
+/// writers never share a temporary file.
+pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<()> {
+    if fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{}.", name.unwrap_or_default()))
+        .tempfile_in(dir)?;
+    std::io::Write::write_all(&mut tmp, bytes)?;
+    // Temporary files are private (0600); the file replaced is an ordinary one.
+    use std::os::unix::fs::PermissionsExt;
+    tmp.as_file()
+        .set_permissions(fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path)?;
+    Ok(())
 }
 
 fn find_deb(dir: &Path, name: &str, version: &str) -> Option<PathBuf> {
@@ -499,10 +628,8 @@ impl LockFile {
                       # when a version leaves the archive the lab substitutes the newest of the same\n\
                       # upstream series, warns, and records it in each result.\n\n";
         let body = toml::to_string_pretty(self)?;
-        let tmp = path.with_extension("toml.tmp");
-        fs::write(&tmp, format!("{header}{body}"))?;
-        fs::rename(&tmp, path)?;
-        Ok(())
+        write_if_changed(path, format!("{header}{body}").as_bytes())
+            .with_context(|| format!("writing {}", path.display()))
     }
 
     pub fn bundle(&self, name: &str) -> Option<&LockedBundle> {
@@ -698,8 +825,9 @@ pub fn update_lock(archive: &Archive, lock_path: &Path) -> Result<Vec<String>> {
     Ok(changes)
 }
 
-/// Serializes read-modify-write of the lock file between threads of one process; processes are
-/// serialized by the apt state's cache lock held around resolution.
+/// Serializes read-modify-write of the lock file between threads of one process; processes
+/// sharing a cache are serialized by the apt state's lock, which the `Archive` every resolution
+/// takes holds. Others (another cache, another mirror) may lose an update, never tear the file.
 static LOCK_FILE_MUTEX: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Downloads and unpacks every package of a resolved bundle into `dest`.
@@ -737,6 +865,171 @@ mod tests {
             "Inst fio (3.39-1 Debian:13 [amd64])\nInst libaio1t64 (0.3.113-8 Debian:13 [amd64])\n";
         let installs = simulated_installs(out, &["fio".to_string()], None).unwrap();
         assert_eq!(installs.len(), 2);
+    }
+
+    /// An apt state whose lists were fetched `age` ago, from a mirror nothing listens on.
+    fn unreachable_archive_state(cache: &Cache, age: Duration) -> PathBuf {
+        let mirror = "http://127.0.0.1:9/debian".to_string();
+        let archive = {
+            let key = hash_parts(&[
+                ("mirror", mirror.as_bytes()),
+                ("suites", SUITES.join(" ").as_bytes()),
+            ]);
+            cache.dir("apt").join(&key[..16])
+        };
+        fs::create_dir_all(archive.join("lists")).unwrap();
+        let stamp = archive.join("lists/.updated");
+        fs::write(&stamp, b"").unwrap();
+        fs::File::options()
+            .write(true)
+            .open(&stamp)
+            .unwrap()
+            .set_modified(SystemTime::now() - age)
+            .unwrap();
+        archive
+    }
+
+    #[test]
+    fn an_open_archive_keeps_others_out_and_sources_are_written_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path()).unwrap();
+        let state = unreachable_archive_state(&cache, Duration::ZERO);
+        let mirror = "http://127.0.0.1:9/debian".to_string();
+        let first = Archive::open_at(&cache, mirror.clone()).unwrap();
+        let sources = state.join("etc/sources.list");
+        let before = fs::metadata(&sources).unwrap();
+        let opened = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let second = std::thread::spawn({
+            let (cache, opened, mirror) = (cache.clone(), opened.clone(), mirror.clone());
+            move || {
+                let archive = Archive::open_at(&cache, mirror).unwrap();
+                opened.store(true, std::sync::atomic::Ordering::SeqCst);
+                drop(archive);
+            }
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !opened.load(std::sync::atomic::Ordering::SeqCst),
+            "a second open got in while the first was resolving/downloading"
+        );
+        // A clone (an image build's download step) still holds it.
+        let clone = first.clone();
+        drop(first);
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!opened.load(std::sync::atomic::Ordering::SeqCst));
+        drop(clone);
+        second.join().unwrap();
+        assert!(opened.load(std::sync::atomic::Ordering::SeqCst));
+        // Unchanged sources.list: not rewritten (same file, same mtime) while others read it.
+        let after = fs::metadata(&sources).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (before.ino(), before.mtime_nsec(), before.mtime()),
+            (after.ino(), after.mtime_nsec(), after.mtime())
+        );
+    }
+
+    #[test]
+    fn stale_lists_and_no_network_neither_fail_nor_count_as_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path()).unwrap();
+        let state = unreachable_archive_state(&cache, Duration::from_secs(2 * 24 * 3600));
+        let stamp = state.join("lists/.updated");
+        let old = fs::metadata(&stamp).unwrap().modified().unwrap();
+        let start = std::time::Instant::now();
+        Archive::open_at(&cache, "http://127.0.0.1:9/debian".into()).unwrap();
+        let took = start.elapsed();
+        assert_eq!(
+            fs::metadata(&stamp).unwrap().modified().unwrap(),
+            old,
+            "a failed update marked the lists fresh"
+        );
+        // One bounded try, no backoff: the old lists serve the locked versions.
+        assert!(took < Duration::from_secs(10), "took {took:?}");
+        println!("stale lists, unreachable mirror: open took {took:?}");
+    }
+
+    #[test]
+    fn needed_network_steps_retry_and_name_every_failure() {
+        let mut calls = 0;
+        let err = retry(&[Duration::ZERO; 3], "fetching x", || {
+            calls += 1;
+            bail!("refused {calls}")
+        })
+        .unwrap_err()
+        .to_string();
+        assert_eq!(calls, 3);
+        assert!(
+            err.contains("fetching x failed 3 times")
+                && err.contains("try 1: refused 1")
+                && err.contains("try 3: refused 3"),
+            "{err}"
+        );
+        let mut calls = 0;
+        retry(&[Duration::ZERO; 3], "fetching y", || {
+            calls += 1;
+            if calls < 2 {
+                bail!("flaky")
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(calls, 2);
+    }
+
+    #[test]
+    fn lock_file_writers_never_tear_it_or_share_a_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock.toml");
+        let bundle = |i: usize| LockedBundle {
+            name: format!("b{i}"),
+            roots: vec![format!("root{i}")],
+            release: None,
+            only: None,
+            packages: (0..200)
+                .map(|j| PackageRef {
+                    name: format!("p{j}"),
+                    version: format!("{i}.{j}"),
+                    sha256: "ef".repeat(32),
+                })
+                .collect(),
+        };
+        let mut first = LockFile::default();
+        first.put(bundle(0));
+        first.save(&path).unwrap();
+        // Two writers (two processes' `resolve_bundle`) and a reader, all at once.
+        let writers: Vec<_> = (1..3)
+            .map(|i| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let mut lock = LockFile::default();
+                        lock.put(bundle(i));
+                        lock.save(&path).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for _ in 0..200 {
+            let lock = LockFile::load(&path).unwrap();
+            assert_eq!(lock.bundles.len(), 1);
+            assert_eq!(lock.bundles[0].packages.len(), 200);
+        }
+        for w in writers {
+            w.join().unwrap();
+        }
+        let leftovers: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n != "lock.toml")
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
     }
 
     #[test]

@@ -31,11 +31,14 @@ pub struct ResolvedSource {
     pub verified: bool,
 }
 
-/// Resolves sources; opens the Debian archive only when it must.
+/// Resolves sources; opens the Debian archive only when it must, and holds it (and with it the
+/// apt state's lock) only while resolving and downloading, never during a build.
 pub struct SourceResolver<'a> {
     cache: &'a Cache,
     lock_path: PathBuf,
     archive: Option<Archive>,
+    /// Debian source packages downloaded while resolving, by name and version.
+    downloaded: Vec<(PackageRef, PathBuf)>,
 }
 
 impl<'a> SourceResolver<'a> {
@@ -44,6 +47,7 @@ impl<'a> SourceResolver<'a> {
             cache,
             lock_path,
             archive: None,
+            downloaded: Vec::new(),
         }
     }
 
@@ -131,7 +135,12 @@ impl<'a> SourceResolver<'a> {
                     verified: true,
                 })
             }
-            Source::Debian { package } => self.resolve_debian(source, package),
+            Source::Debian { package } => {
+                let resolved = self.resolve_debian(source, package);
+                // Unlock the apt state: what follows is a build, or a base's resolution.
+                self.archive = None;
+                resolved
+            }
         }
     }
 
@@ -159,6 +168,9 @@ impl<'a> SourceResolver<'a> {
                     lock_path.display()
                 )
             })?;
+        // Under the same lock as the resolution: the build unpacks it later, unlocked.
+        let deb = archive.download(pkg)?;
+        self.downloaded.push((pkg.clone(), deb));
         Ok(ResolvedSource {
             source: source.clone(),
             digest: format!("sha256:{}", pkg.sha256),
@@ -217,7 +229,14 @@ impl<'a> SourceResolver<'a> {
                         .context("Debian source without a sha256")?
                         .to_string(),
                 };
-                let deb = self.archive()?.download(&pkg)?;
+                let deb = match self.downloaded.iter().find(|(p, _)| *p == pkg) {
+                    Some((_, deb)) => deb.clone(),
+                    None => {
+                        let deb = self.archive()?.download(&pkg);
+                        self.archive = None;
+                        deb?
+                    }
+                };
                 let debdir = scratch.join("deb");
                 debian::extract_deb(&deb, &debdir)?;
                 let src = debdir.join("usr/src");
