@@ -38,6 +38,9 @@ use crate::cache::{hash_parts, sha256_file, Cache, CacheLock};
 /// name no release get the newest version any suite has, which is trixie's for everything else.
 pub const SUITES: &[&str] = &["trixie", "trixie-updates", "trixie-backports", "bookworm"];
 
+/// The keys of Debian's archive.
+const KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
+
 /// Lists older than this are refreshed (`LAB_APT_REFRESH=1` forces a refresh).
 const LIST_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 
@@ -70,7 +73,11 @@ impl Archive {
     /// Opens (and if stale, refreshes) the private apt state for [`SUITES`], waiting while
     /// another process or thread has it open.
     pub fn open(cache: &Cache) -> Result<Archive> {
-        Archive::open_at(cache, host_mirror()?)
+        let mirror = host_mirror()?;
+        if !Path::new(KEYRING).exists() {
+            bail!("{KEYRING} is missing: install debian-archive-keyring (apt checks Debian's signatures with it)");
+        }
+        Archive::open_at(cache, mirror)
     }
 
     fn open_at(cache: &Cache, mirror: String) -> Result<Archive> {
@@ -94,10 +101,9 @@ impl Archive {
         for sub in ["lists/partial", "archives/partial", "etc"] {
             fs::create_dir_all(self.state.join(sub))?;
         }
-        let keyring = "/usr/share/keyrings/debian-archive-keyring.gpg";
         let sources: String = SUITES
             .iter()
-            .map(|suite| format!("deb [signed-by={keyring}] {} {suite} main\n", self.mirror))
+            .map(|suite| format!("deb [signed-by={KEYRING}] {} {suite} main\n", self.mirror))
             .collect();
         write_if_changed(&self.state.join("etc/sources.list"), sources.as_bytes())?;
         let stamp = self.state.join("lists/.updated");
@@ -469,10 +475,59 @@ pub fn host_mirror() -> Result<String> {
             }
         }
     }
-    texts.iter().find_map(|t| mirror_from_sources(t)).context(
-        "no Debian mirror found in /etc/apt/sources.list{,.d}: set LAB_DEBIAN_MIRROR to the \
-             base URL of a Debian archive mirror",
+    mirror_from_texts(&texts)
+}
+
+/// The Debian mirror among the host's apt sources, or an error saying what the host is and what
+/// the lab needs instead. Only Debian hosts are supported as they are: the lab's packages come
+/// from Debian's archive (trixie, bookworm), which an Ubuntu host's sources do not serve.
+fn mirror_from_texts(texts: &[String]) -> Result<String> {
+    if let Some(mirror) = texts.iter().find_map(|t| mirror_from_sources(t)) {
+        return Ok(mirror);
+    }
+    let mut suites: Vec<String> = texts.iter().flat_map(|t| source_suites(t)).collect();
+    suites.dedup();
+    let ubuntu = texts.iter().any(|t| t.contains("ubuntu"))
+        || suites.iter().any(|s| {
+            let base = s.split('-').next().unwrap_or(s);
+            UBUNTU_SUITES.contains(&base)
+        });
+    let host = match (ubuntu, suites.is_empty()) {
+        (true, _) => format!("Ubuntu ({})", suites.join(", ")),
+        (false, false) => format!("suites {} but no Debian release", suites.join(", ")),
+        (false, true) => "no apt sources".to_string(),
+    };
+    bail!(
+        "this host's apt sources (/etc/apt/sources.list{{,.d}}) name {host}. The lab takes QEMU, \
+         kernel sources and guest packages from Debian's archive ({}), so it supports Debian 12 \
+         and 13 hosts as they are; elsewhere set LAB_DEBIAN_MIRROR to the base URL of a Debian \
+         mirror and install debian-archive-keyring",
+        SUITES.join(", ")
     )
+}
+
+/// Ubuntu release names, to say so when a host has no Debian sources.
+const UBUNTU_SUITES: &[&str] = &[
+    "bionic", "focal", "jammy", "noble", "oracular", "plucky", "questing",
+];
+
+/// Every suite the sources name (one-line and deb822).
+fn source_suites(text: &str) -> Vec<String> {
+    let mut suites = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("deb ") {
+            let mut words = rest
+                .split_whitespace()
+                .filter(|w| !w.starts_with('['))
+                .skip_while(|w| !w.contains("://"));
+            if let (Some(_), Some(suite)) = (words.next(), words.next()) {
+                suites.push(suite.to_string());
+            }
+        } else if let Some(list) = line.strip_prefix("Suites:") {
+            suites.extend(list.split_whitespace().map(str::to_string));
+        }
+    }
+    suites
 }
 
 /// Finds the first URI serving a Debian release suite (not the security archive) in either
@@ -1055,6 +1110,35 @@ mod tests {
         );
         let other = "deb https://packages.example/apt cloud-sdk main\n";
         assert_eq!(mirror_from_sources(other), None);
+    }
+
+    #[test]
+    fn an_ubuntu_host_is_named_with_what_the_lab_needs() {
+        let noble =
+            "Types: deb\nURIs: http://archive.ubuntu.com/ubuntu/\nSuites: noble noble-updates\n\
+                     Components: main universe\n";
+        let err = mirror_from_texts(&[noble.to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("Ubuntu (noble, noble-updates)")
+                && err.contains("supports Debian 12 and 13")
+                && err.contains("LAB_DEBIAN_MIRROR")
+                && err.contains("debian-archive-keyring"),
+            "{err}"
+        );
+        let jammy = "deb http://mirror.example/ubuntu jammy main\n";
+        let err = mirror_from_texts(&[jammy.to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("Ubuntu (jammy)"), "{err}");
+        let err = mirror_from_texts(&[]).unwrap_err().to_string();
+        assert!(err.contains("no apt sources"), "{err}");
+        let both = [
+            noble.to_string(),
+            "deb http://m.example/debian trixie main\n".into(),
+        ];
+        assert_eq!(mirror_from_texts(&both).unwrap(), "http://m.example/debian");
     }
 
     #[test]
