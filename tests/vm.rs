@@ -305,3 +305,51 @@ fn a_killed_test_runner_leaves_no_test_qemu_or_device() {
     assert!(gone, "outlived the killed runner: {left:?} of {names:?}");
     println!("{names:?} gone {:?} after the runner", start.elapsed());
 }
+
+/// Once provisioned, the lab needs no network: `lab run -- true` in a network namespace with no
+/// interfaces (`unshare -n`, root) succeeds, and no apt list is touched.
+#[tokio::test]
+async fn a_cached_lab_runs_without_network() {
+    drop(common::lab().await);
+    let exe = std::env::current_exe().unwrap();
+    let lab_bin = exe.parent().and_then(|d| d.parent()).unwrap().join("lab");
+    if !lab_bin.exists() {
+        println!("SKIPPED: no lab binary at {}", lab_bin.display());
+        return;
+    }
+    let isolated = std::process::Command::new("unshare")
+        .args(["-n", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !isolated {
+        println!("SKIPPED: `unshare -n` needs root (or user namespaces)");
+        return;
+    }
+    let cache = lab::cache::Cache::from_env().unwrap();
+    let stamps = || -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+        std::fs::read_dir(cache.dir("apt"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join("lists/.updated"))
+            .filter_map(|p| Some((p.clone(), std::fs::metadata(&p).ok()?.modified().ok()?)))
+            .collect()
+    };
+    let before = stamps();
+    let start = Instant::now();
+    let out = tokio::process::Command::new("unshare")
+        .arg("-n")
+        .arg(&lab_bin)
+        .args(["run", "--", "true"])
+        .output()
+        .await
+        .unwrap();
+    let took = start.elapsed();
+    assert!(
+        out.status.success(),
+        "offline `lab run -- true` failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stamps(), before, "an offline run touched the apt lists");
+    println!("offline `lab run -- true`: {took:.1?}");
+}
