@@ -196,3 +196,160 @@ fn qemu_dies_with_its_test_process() {
         "QEMU {pid} outlived its dead test process"
     );
 }
+
+/// Every process below `pid` (children, their children, ...), from `/proc`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parents = std::collections::HashMap::<u32, Vec<u32>>::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().nth(1));
+        if let Some(ppid) = ppid.and_then(|p| p.parse().ok()) {
+            parents.entry(ppid).or_default().push(child);
+        }
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for &c in parents.get(&p).into_iter().flatten() {
+            out.push(c);
+            todo.push(c);
+        }
+    }
+    out
+}
+
+/// Run by `a_killed_test_runner_leaves_no_test_qemu_or_device` under a stand-in runner: boots a
+/// VM with a lab-dma device, prints its pid and waits to be killed.
+#[tokio::test]
+#[ignore = "helper for a_killed_test_runner_leaves_no_test_qemu_or_device"]
+async fn helper_boot_then_wait() {
+    if std::env::var_os("LAB_RUNNER_HELPER").is_none() {
+        return;
+    }
+    let lab = common::lab().await;
+    let _vm = lab
+        .boot(BootOptions::named("vm-runner-killed").device(lab::devices::DeviceSpec::ioat(1)))
+        .await
+        .unwrap();
+    println!("TEST_PID={}", std::process::id());
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    tokio::time::sleep(Duration::from_secs(600)).await;
+}
+
+/// What a cancelled CI job does: SIGKILL the test runner (here a shell standing in for
+/// `cargo nextest`, with its `NEXTEST_RUN_ID`) while a test has a VM running. The test process,
+/// QEMU and the device model must be gone within 5 s.
+#[test]
+fn a_killed_test_runner_leaves_no_test_qemu_or_device() {
+    use std::io::BufRead;
+    let exe = std::env::current_exe().unwrap();
+    let mut runner = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" --exact helper_boot_then_wait --ignored --nocapture; :")
+        .arg(&exe)
+        .env("NEXTEST_RUN_ID", "stand-in")
+        .env("LAB_RUNNER_HELPER", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(runner.stdout.take().unwrap()).lines();
+    let test: u32 = loop {
+        let line = lines
+            .next()
+            .expect("the helper ended before booting")
+            .unwrap();
+        if let Some(pid) = line.strip_prefix("TEST_PID=") {
+            break pid.parse().unwrap();
+        }
+    };
+    let mut pids = descendants(test);
+    let names: Vec<String> = pids
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("qemu") || n.starts_with("ld-linux"))
+            && names.iter().any(|n| n == "lab-dma"),
+        "expected QEMU and lab-dma below the test process: {names:?}"
+    );
+    pids.push(test);
+    runner.kill().unwrap();
+    runner.wait().unwrap();
+    let start = Instant::now();
+    let gone = pids
+        .iter()
+        .all(|&p| common::wait_gone(p, Duration::from_secs(5).saturating_sub(start.elapsed())));
+    let left: Vec<u32> = pids
+        .iter()
+        .copied()
+        .filter(|&p| common::process_alive(p))
+        .collect();
+    for &p in &left {
+        std::process::Command::new("kill")
+            .args(["-9", &p.to_string()])
+            .status()
+            .ok();
+    }
+    assert!(gone, "outlived the killed runner: {left:?} of {names:?}");
+    println!("{names:?} gone {:?} after the runner", start.elapsed());
+}
+
+/// Once provisioned, the lab needs no network: `lab run -- true` in a network namespace with no
+/// interfaces (`unshare -n`, root) succeeds, and no apt list is touched.
+#[tokio::test]
+async fn a_cached_lab_runs_without_network() {
+    drop(common::lab().await);
+    let exe = std::env::current_exe().unwrap();
+    let lab_bin = exe.parent().and_then(|d| d.parent()).unwrap().join("lab");
+    if !lab_bin.exists() {
+        println!("SKIPPED: no lab binary at {}", lab_bin.display());
+        return;
+    }
+    let isolated = std::process::Command::new("unshare")
+        .args(["-n", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !isolated {
+        println!("SKIPPED: `unshare -n` needs root (or user namespaces)");
+        return;
+    }
+    let cache = lab::cache::Cache::from_env().unwrap();
+    let stamps = || -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+        std::fs::read_dir(cache.dir("apt"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join("lists/.updated"))
+            .filter_map(|p| Some((p.clone(), std::fs::metadata(&p).ok()?.modified().ok()?)))
+            .collect()
+    };
+    let before = stamps();
+    let start = Instant::now();
+    let out = tokio::process::Command::new("unshare")
+        .arg("-n")
+        .arg(&lab_bin)
+        .args(["run", "--", "true"])
+        .output()
+        .await
+        .unwrap();
+    let took = start.elapsed();
+    assert!(
+        out.status.success(),
+        "offline `lab run -- true` failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stamps(), before, "an offline run touched the apt lists");
+    println!("offline `lab run -- true`: {took:.1?}");
+}

@@ -38,7 +38,15 @@ impl Cache {
                 .context("no cache directory: set LAB_CACHE_DIR or HOME")?
                 .join("lab"),
         };
-        Cache::at(root)
+        let cache = Cache::at(root)?;
+        // Once per process: a lab killed mid-build left its staging dirs behind.
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| match cache.remove_all_stale_staging() {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("removed {n} staging dirs of builds that died"),
+            Err(e) => tracing::warn!("could not sweep stale staging dirs: {e:#}"),
+        });
+        Ok(cache)
     }
 
     pub fn at(root: impl Into<PathBuf>) -> Result<Cache> {
@@ -157,6 +165,18 @@ impl Cache {
         Ok(sha256)
     }
 
+    /// [`Cache::remove_stale_staging`] for every kind (kernels, images, QEMU, ...).
+    pub fn remove_all_stale_staging(&self) -> Result<usize> {
+        let mut removed = 0;
+        for entry in fs::read_dir(&self.root)?.flatten() {
+            let kind = entry.file_name().to_string_lossy().into_owned();
+            if !kind.starts_with('.') && entry.path().join(".staging").is_dir() {
+                removed += self.remove_stale_staging(&kind)?;
+            }
+        }
+        Ok(removed)
+    }
+
     /// Removes staging leftovers of builds that died (only those nobody holds a lock on).
     pub fn remove_stale_staging(&self, kind: &str) -> Result<usize> {
         let staging = self.dir(kind).join(".staging");
@@ -166,7 +186,11 @@ impl Cache {
         let mut removed = 0;
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let key = name.rsplit_once('-').map(|(k, _)| k).unwrap_or(&name);
+            // `<key>-<random>` from `get_or_build`, `.gc-<key>` from `kernel::gc`.
+            let key = match name.strip_prefix(".gc-") {
+                Some(key) => key,
+                None => name.rsplit_once('-').map(|(k, _)| k).unwrap_or(&name),
+            };
             let lock_path = self.root.join(".locks").join(format!("{kind}-{key}.lock"));
             let free = match File::options().write(true).open(&lock_path) {
                 Ok(f) => f.try_lock().is_ok(),
@@ -277,6 +301,27 @@ mod tests {
             .unwrap()
             .collect();
         assert!(staging.is_empty(), "staging not cleaned: {staging:?}");
+    }
+
+    #[test]
+    fn stale_staging_is_swept_but_not_a_live_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path()).unwrap();
+        // What a killed lab leaves: staging dirs of a kernel, an image and a QEMU bundle.
+        for kind in ["kernels", "images", "qemu"] {
+            let stale = cache.dir(kind).join(".staging/deadbeef-AbC123");
+            fs::create_dir_all(stale.join("tree/obj")).unwrap();
+            fs::write(stale.join("tree/obj/half.o"), b"x").unwrap();
+        }
+        // A build in progress in this process: its key is locked, its staging dir stays.
+        let _live = cache.lock("kernels-cafe").unwrap();
+        let live = cache.dir("kernels").join(".staging/cafe-Zz9999");
+        fs::create_dir_all(&live).unwrap();
+        assert_eq!(cache.remove_all_stale_staging().unwrap(), 3);
+        assert!(live.is_dir());
+        for kind in ["kernels", "images", "qemu"] {
+            assert!(!cache.dir(kind).join(".staging/deadbeef-AbC123").exists());
+        }
     }
 
     #[test]

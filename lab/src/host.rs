@@ -93,6 +93,7 @@ impl Lab {
     /// Finds or provisions QEMU and the default kernel, and probes the accelerator (cached).
     pub fn from_env() -> Result<Lab> {
         let _span = tracing::debug_span!("lab_ready").entered();
+        crate::process::watch_parent();
         let cache = Cache::from_env()?;
         let qemu = {
             let _span = tracing::debug_span!("locate_qemu").entered();

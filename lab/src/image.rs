@@ -344,9 +344,7 @@ fn add_busybox_applets(root: &Path) -> Result<()> {
     if !busybox.exists() {
         return Ok(());
     }
-    let out = std::process::Command::new(&busybox)
-        .arg("--list-full")
-        .output()
+    let out = crate::process::output(std::process::Command::new(&busybox).arg("--list-full"))
         .context("listing busybox applets")?;
     for applet in String::from_utf8_lossy(&out.stdout).lines() {
         // "bin/sh", "usr/sbin/chroot", ...: put them all under usr/ (merged /usr).

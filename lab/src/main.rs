@@ -250,6 +250,7 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    lab::process::watch_parent();
     lab::progress::install_for_stderr();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     match runtime.block_on(run(cli, started)) {

@@ -1,11 +1,22 @@
-//! Child processes that never outlive the lab: QEMU, the device models, the KVM probe and the
-//! benchmark's hand-written QEMU each run in their own process group, which is killed when the
-//! handle drops, and get SIGKILL from the kernel if the lab process dies first
-//! (`PR_SET_PDEATHSIG`). Its own module because the VM, the devices, the toolchain probe and
-//! the benchmarks all start children this way.
+//! Child processes that never outlive the lab. Every child runs in its own process group, which
+//! is killed when its handle drops, and dies with the lab:
+//!
+//! - QEMU, the device models and the KVM probe ([`spawn_in_group`], [`spawn_async_in_group`])
+//!   get SIGKILL from the kernel when the lab dies (`PR_SET_PDEATHSIG`); they are single
+//!   processes whose pid the lab uses, so they are started directly.
+//! - Tools that start children of their own (`make` and its compilers, `apt-get` and its
+//!   download methods, `tar` and its decompressor, ...) go through [`output`], [`status`] or
+//!   [`spawn_tree`]: a watcher process leads the group, runs the tool as its child and kills the
+//!   whole group when the lab dies. `PR_SET_PDEATHSIG` alone would kill only the tool and leave
+//!   its children (a compiler writing into a dead staging dir) running.
+//!
+//! [`watch_parent`] makes a test process die with the test runner that started it.
+//! Its own module because the VM, the devices, the toolchain, kernel builds and apt all start
+//! children this way.
 
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command};
+use std::process::{Child, Command, ExitStatus, Output};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 
@@ -28,6 +39,139 @@ fn isolate(cmd: &mut Command) {
             Ok(())
         });
     }
+}
+
+/// How often a watcher (and [`watch_parent`]) looks whether its parent is still there.
+const WATCH_PERIOD: Duration = Duration::from_millis(50);
+
+/// Makes `cmd` run under a watcher that leads a new process group: the watcher forks, the child
+/// goes on to exec the program, and the watcher waits for it, exits as it did, and kills the
+/// whole group if the lab disappears first. Polling `getppid` rather than a parent-death signal
+/// because that signal fires when the spawning *thread* exits (tokio's blocking threads come and
+/// go), while reparenting happens only when the whole lab process is gone.
+fn supervise(cmd: &mut Command) {
+    // SAFETY: between fork and exec only async-signal-safe calls run (getpid, getppid, setpgid,
+    // sigprocmask, fork, prctl, syscall(close_range), close, waitpid, killpg, kill, signal,
+    // sigtimedwait, _exit); nothing allocates or takes a lock.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lab = libc::getppid();
+            if libc::setpgid(0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let watcher = libc::getpid();
+            // SIGCHLD blocked before the fork, so the watcher wakes the moment the tool exits.
+            let mut chld: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut chld);
+            libc::sigaddset(&mut chld, libc::SIGCHLD);
+            libc::sigprocmask(libc::SIG_BLOCK, &chld, std::ptr::null_mut());
+            let tool = libc::fork();
+            if tool < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if tool == 0 {
+                // The tool: dies with its watcher; returning lets std exec the program.
+                libc::sigprocmask(libc::SIG_UNBLOCK, &chld, std::ptr::null_mut());
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != watcher {
+                    libc::_exit(127);
+                }
+                return Ok(());
+            }
+            // The watcher holds no descriptor: the lab sees EOF on the tool's pipes and on std's
+            // exec-error pipe exactly as if the tool were its own child.
+            if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+                for fd in 0..4096 {
+                    libc::close(fd);
+                }
+            }
+            let pause = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: WATCH_PERIOD.as_nanos() as libc::c_long,
+            };
+            loop {
+                let mut wstatus = 0;
+                if libc::waitpid(tool, &mut wstatus, libc::WNOHANG) == tool {
+                    if libc::WIFSIGNALED(wstatus) {
+                        let signal = libc::WTERMSIG(wstatus);
+                        libc::signal(signal, libc::SIG_DFL);
+                        libc::kill(libc::getpid(), signal);
+                        libc::_exit(128 + signal);
+                    }
+                    libc::_exit(libc::WEXITSTATUS(wstatus));
+                }
+                if libc::getppid() != lab {
+                    libc::killpg(0, libc::SIGKILL);
+                    libc::_exit(137);
+                }
+                libc::sigtimedwait(&chld, std::ptr::null_mut(), &pause);
+            }
+        });
+    }
+}
+
+/// Runs `cmd` to completion under a watcher (see [`supervise`]), collecting stdout and stderr.
+/// Errors only when it cannot start; the caller judges its exit status.
+pub fn output(cmd: &mut Command) -> Result<Output> {
+    supervise(cmd);
+    cmd.output()
+        .with_context(|| format!("running {:?}", cmd.get_program()))
+}
+
+/// Runs `cmd` to completion under a watcher, with inherited stdio; returns its exit status.
+pub fn status(cmd: &mut Command) -> Result<ExitStatus> {
+    supervise(cmd);
+    cmd.status()
+        .with_context(|| format!("running {:?}", cmd.get_program()))
+}
+
+/// Starts `cmd` under a watcher; the whole group is killed when the handle drops.
+pub fn spawn_tree(cmd: &mut Command) -> Result<GroupChild> {
+    supervise(cmd);
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    Ok(GroupChild { child })
+}
+
+/// Makes this process kill itself when the process that started it exits, if it was started by
+/// a test runner (`cargo nextest` sets `NEXTEST_RUN_ID`) or `LAB_DIE_WITH_PARENT=1` asks for it.
+/// A cancelled CI job SIGKILLs the runner, which cannot pass that on; without this its test
+/// processes, and through them QEMU and the device models, ran on until the test ended by
+/// itself. A thread polling `getppid` and not `PR_SET_PDEATHSIG`: the runner's thread that
+/// spawned this process may exit long before the runner does. Not for a plain `lab` run, which
+/// a user may detach from its shell on purpose. Idempotent.
+pub fn watch_parent() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let wanted = std::env::var_os("NEXTEST_RUN_ID").is_some()
+        || std::env::var_os("LAB_DIE_WITH_PARENT").is_some_and(|v| v == "1");
+    if !wanted {
+        return;
+    }
+    ONCE.call_once(|| {
+        // SAFETY: getppid has no preconditions.
+        let parent = unsafe { libc::getppid() };
+        if parent == 1 {
+            return;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("lab-watch-parent".into())
+            .spawn(move || loop {
+                std::thread::sleep(WATCH_PERIOD);
+                // SAFETY: plain syscalls. SIGKILL: no destructor of this process may run, but its
+                // children's parent-death signals and watchers then clean up behind it.
+                unsafe {
+                    if libc::getppid() != parent {
+                        libc::kill(libc::getpid(), libc::SIGKILL);
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("not watching the test runner: {e}");
+        }
+    });
 }
 
 /// A synchronous child in its own process group.
@@ -112,5 +256,168 @@ impl Drop for AsyncGroupChild {
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn alive(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => !matches!(
+                stat.rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next()),
+                Some("Z" | "X")
+            ),
+            Err(_) => false,
+        }
+    }
+
+    fn all_gone(pids: &[u32], limit: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if !pids.iter().any(|&p| alive(p)) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        !pids.iter().any(|&p| alive(p))
+    }
+
+    #[test]
+    fn a_watched_tool_reports_as_if_run_directly() {
+        let out =
+            output(Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"])).unwrap();
+        assert_eq!(out.stdout, b"out\n");
+        assert_eq!(out.stderr, b"err\n");
+        assert_eq!(out.status.code(), Some(3));
+        let killed = status(Command::new("sh").args(["-c", "kill -TERM $$"])).unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(killed.signal(), Some(libc::SIGTERM));
+        let err = output(&mut Command::new("/nonexistent/tool")).unwrap_err();
+        assert!(format!("{err:#}").contains("No such file"), "{err:#}");
+        // The watcher wakes on the tool's exit, it does not wait out a poll period.
+        let start = Instant::now();
+        for _ in 0..20 {
+            assert!(status(&mut Command::new("true")).unwrap().success());
+        }
+        println!("20 watched runs of `true`: {:?}", start.elapsed());
+    }
+
+    /// Run by `a_killed_lab_leaves_no_tool_or_grandchild` in a child process: runs a tool that
+    /// starts a child of its own, both printing their pids, the way `make` starts compilers.
+    #[test]
+    #[ignore = "helper for a_killed_lab_leaves_no_tool_or_grandchild"]
+    fn helper_runs_a_tool_with_a_child() {
+        let Some(mode) = std::env::var_os("LAB_PROCESS_HELPER") else {
+            return;
+        };
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 300 & echo PID=$!; echo PID=$$; wait"]);
+        if mode == "plain" {
+            cmd.status().unwrap();
+        } else {
+            status(&mut cmd).unwrap();
+        }
+    }
+
+    /// Starts the helper, waits for the tool and its child to run, SIGKILLs the helper and
+    /// returns the tool's and the child's pids.
+    fn kill_helper_mid_run(mode: &str) -> Vec<u32> {
+        use std::io::BufRead;
+        let mut helper = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "process::tests::helper_runs_a_tool_with_a_child",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env("LAB_PROCESS_HELPER", mode)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut pids = Vec::new();
+        let mut lines = std::io::BufReader::new(helper.stdout.take().unwrap()).lines();
+        while pids.len() < 2 {
+            let line = lines.next().expect("helper ended early").unwrap();
+            if let Some(pid) = line.strip_prefix("PID=") {
+                pids.push(pid.parse().unwrap());
+            }
+        }
+        helper.kill().unwrap();
+        helper.wait().unwrap();
+        pids
+    }
+
+    /// Run by `a_test_process_dies_with_its_killed_runner` under a stand-in runner: watches its
+    /// parent as `Lab::from_env` does, starts a tool with a child and waits.
+    #[test]
+    #[ignore = "helper for a_test_process_dies_with_its_killed_runner"]
+    fn helper_watches_its_runner() {
+        if std::env::var_os("LAB_PROCESS_HELPER").is_none() {
+            return;
+        }
+        watch_parent();
+        println!("PID={}", std::process::id());
+        status(Command::new("sh").args(["-c", "sleep 300 & echo PID=$!; echo PID=$$; wait"]))
+            .unwrap();
+    }
+
+    #[test]
+    fn a_test_process_dies_with_its_killed_runner() {
+        use std::io::BufRead;
+        // A stand-in for `cargo nextest`: a shell that starts the test process and waits.
+        let exe = std::env::current_exe().unwrap();
+        let mut runner = Command::new("sh")
+            .arg("-c")
+            .arg(
+                "\"$0\" --exact process::tests::helper_watches_its_runner --ignored --nocapture; :",
+            )
+            .arg(&exe)
+            .env("NEXTEST_RUN_ID", "stand-in")
+            .env("LAB_PROCESS_HELPER", "1")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut pids = Vec::new();
+        let mut lines = std::io::BufReader::new(runner.stdout.take().unwrap()).lines();
+        while pids.len() < 3 {
+            let line = lines.next().expect("helper ended early").unwrap();
+            if let Some(pid) = line.strip_prefix("PID=") {
+                pids.push(pid.parse().unwrap());
+            }
+        }
+        runner.kill().unwrap();
+        runner.wait().unwrap();
+        let gone = all_gone(&pids, Duration::from_secs(5));
+        for &pid in &pids {
+            // SAFETY: plain syscall on pids this test started.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        assert!(
+            gone,
+            "test process, tool or child outlived the runner: {pids:?}"
+        );
+    }
+
+    #[test]
+    fn a_killed_lab_leaves_no_tool_or_grandchild() {
+        // What plain children did: both outlive their killed parent (cleaned up here).
+        let plain = kill_helper_mid_run("plain");
+        assert!(!all_gone(&plain, Duration::from_secs(1)), "{plain:?}");
+        for pid in plain {
+            // SAFETY: plain syscall on pids this test started.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        let start = Instant::now();
+        let watched = kill_helper_mid_run("watched");
+        assert!(
+            all_gone(&watched, Duration::from_secs(5)),
+            "tool or its child outlived the killed lab: {watched:?}"
+        );
+        println!("gone {:?} after the kill", start.elapsed());
     }
 }

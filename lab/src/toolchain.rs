@@ -195,7 +195,7 @@ impl Qemu {
             self.has_vfio_user = info.has_vfio_user;
             return Ok(());
         }
-        let version = self.command().arg("--version").output()?;
+        let version = crate::process::output(self.command().arg("--version"))?;
         let text = String::from_utf8_lossy(&version.stdout);
         self.version = text
             .lines()
@@ -203,10 +203,8 @@ impl Qemu {
             .and_then(|l| l.split("version ").nth(1))
             .map(|v| v.split_whitespace().next().unwrap_or(v).to_string())
             .with_context(|| format!("{} --version printed {text:?}", self.binary.display()))?;
-        let devices = self
-            .command()
-            .args(["-machine", "none", "-device", "help"])
-            .output()?;
+        let devices =
+            crate::process::output(self.command().args(["-machine", "none", "-device", "help"]))?;
         self.has_vfio_user = String::from_utf8_lossy(&devices.stdout).contains("\"vfio-user-pci\"");
         // Only a clean answer is remembered: a QEMU that failed to start may work next time.
         if version.status.success() && devices.status.success() {

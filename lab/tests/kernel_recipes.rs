@@ -15,7 +15,8 @@ use lab::variant::Variant;
 /// `# CONFIG_X is not set`, and drops CONFIG_DROPPED (as Kconfig drops an option with unmet
 /// dependencies) and CONFIG_NOT_IN_KCONFIG (as it drops a symbol it does not know). `bzImage`
 /// derives the release from `.config` (as kbuild's syncconfig does) and embeds it, `uname -v`
-/// and the source file, so a test can see what was built. Every compile of `sched.c` appends a line to `COUNTER`.
+/// and the source file, so a test can see what was built. Every compile of `sched.c` appends a line to `COUNTER`;
+/// while the file `HANG` exists it first hangs in a child of its own, writing make's and that child's pids.
 const MAKEFILE: &str = r##"
 O ?= .
 x86_64_defconfig:
@@ -27,6 +28,7 @@ olddefconfig:
 	mv $(O)/.config.new $(O)/.config
 $(O)/sched.o: sched.c
 	@echo "  CC      sched.o"
+	if [ -e HANG_PATH ]; then echo $$PPID > HANG_PATH.make; sleep 300 & echo $$! > HANG_PATH.child; wait; fi
 	echo built >> COUNTER_PATH
 	cp sched.c $(O)/sched.o
 bzImage: $(O)/sched.o
@@ -68,7 +70,9 @@ impl Fixture {
         let counter = root.join("compiles");
         let src = root.join("work/linux-fake");
         fs::create_dir_all(&src).unwrap();
-        let makefile = MAKEFILE.replace("COUNTER_PATH", &counter.display().to_string());
+        let makefile = MAKEFILE
+            .replace("COUNTER_PATH", &counter.display().to_string())
+            .replace("HANG_PATH", &root.join("hang").display().to_string());
         fs::write(src.join("Makefile"), makefile).unwrap();
         fs::write(src.join("sched.c"), SCHED_C).unwrap();
         fs::write(
@@ -684,4 +688,102 @@ fn real_builds_of_shipped_recipes() {
     releases.sort();
     releases.dedup();
     assert_eq!(releases.len(), n, "two recipes share a release string");
+}
+
+/// Reads a pid a fake build wrote, waiting up to `limit` for it.
+fn wait_for_pid(path: &std::path::Path, limit: std::time::Duration) -> Option<u32> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if let Some(pid) = fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return Some(pid);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    None
+}
+
+fn alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !matches!(
+            stat.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next()),
+            Some("Z" | "X")
+        )
+    })
+}
+
+/// A `lab kernel build` SIGKILLed while make runs leaves neither make nor what make started,
+/// and the next run sweeps the dead staging dir and builds.
+#[test]
+fn a_killed_kernel_build_leaves_no_make_and_no_partial_entry() {
+    if !have_tools() {
+        return;
+    }
+    let f = Fixture::new();
+    let hang = f.root.join("hang");
+    fs::write(&hang, b"").unwrap();
+    let lab = |log: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lab"));
+        cmd.args(["kernel", "build", "base"])
+            .env("LAB_CACHE_DIR", f.cache.root())
+            .env("LAB_KERNEL_RECIPES", &f.opts.dirs.recipes)
+            .env("LAB_LOCK_FILE", &f.opts.lock_path)
+            .env("LAB_KERNEL_JOBS", "1")
+            .env("LAB_NO_INSTALL", "1")
+            .stdout(fs::File::create(f.root.join(format!("{log}.out"))).unwrap())
+            .stderr(fs::File::create(f.root.join(format!("{log}.err"))).unwrap());
+        cmd
+    };
+    let mut first = lab("first").spawn().unwrap();
+    let limit = std::time::Duration::from_secs(120);
+    let (Some(make), Some(child)) = (
+        wait_for_pid(&f.root.join("hang.make"), limit),
+        wait_for_pid(&f.root.join("hang.child"), limit),
+    ) else {
+        first.kill().ok();
+        panic!(
+            "the build never reached make:\n{}",
+            fs::read_to_string(f.root.join("first.err")).unwrap_or_default()
+        );
+    };
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let killed = std::time::Instant::now();
+    while (alive(make) || alive(child)) && killed.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let survivors: Vec<u32> = [make, child].into_iter().filter(|&p| alive(p)).collect();
+    for &pid in &survivors {
+        Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .ok();
+    }
+    assert!(
+        survivors.is_empty(),
+        "make {make} / its child {child}: {survivors:?} outlived the killed lab by 5 s"
+    );
+    println!(
+        "make and its child gone {:?} after the kill",
+        killed.elapsed()
+    );
+    assert_eq!(f.cache_state(), (vec![], 1), "the dead build's staging dir");
+
+    fs::remove_file(&hang).unwrap();
+    let out = lab("second").output().unwrap();
+    assert!(
+        out.status.success(),
+        "the next build failed:\n{}",
+        fs::read_to_string(f.root.join("second.err")).unwrap_or_default()
+    );
+    let (keys, staging) = f.cache_state();
+    assert_eq!(
+        (keys.len(), staging),
+        (1, 0),
+        "after the next run: {keys:?}"
+    );
 }

@@ -139,7 +139,7 @@ fn build_dma_binary(profile_dir: &Path) -> Result<PathBuf> {
     if let Some(target_dir) = profile_dir.parent() {
         cmd.env("CARGO_TARGET_DIR", target_dir);
     }
-    let status = cmd.status().context("running cargo to build lab-dma")?;
+    let status = crate::process::status(&mut cmd).context("running cargo to build lab-dma")?;
     if !status.success() {
         bail!("building lab-dma failed; set LAB_DMA_BIN to a built lab-dma binary");
     }

@@ -196,12 +196,13 @@ fn debian_kernel(cache: &Cache) -> Result<BootKernel> {
             .next()
             .context("the Debian kernel package has no modules")?
             .file_name();
-        let status = std::process::Command::new("depmod")
-            .arg("-b")
-            .arg(dir)
-            .arg(&release)
-            .status()
-            .context("running depmod (install kmod)")?;
+        let status = crate::process::status(
+            std::process::Command::new("depmod")
+                .arg("-b")
+                .arg(dir)
+                .arg(&release),
+        )
+        .context("running depmod (install kmod)")?;
         if !status.success() {
             bail!("depmod failed for the Debian kernel");
         }

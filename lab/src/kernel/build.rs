@@ -168,9 +168,7 @@ pub fn toolchain_id() -> Result<String> {
     static ID: OnceLock<Result<String, String>> = OnceLock::new();
     ID.get_or_init(|| {
         let first_line = |prog: &str| -> Result<String, String> {
-            let out = Command::new(prog)
-                .arg("--version")
-                .output()
+            let out = crate::process::output(Command::new(prog).arg("--version"))
                 .map_err(|e| format!("{prog} not found ({e}): install build-essential"))?;
             Ok(String::from_utf8_lossy(&out.stdout)
                 .lines()
@@ -569,8 +567,7 @@ impl Builder<'_, '_> {
         cmd.stdin(std::process::Stdio::null())
             .stdout(writer.try_clone()?)
             .stderr(writer);
-        let mut child = cmd
-            .spawn()
+        let mut child = crate::process::spawn_tree(&mut cmd)
             .context("running make (install make, gcc, flex, bison, bc, libelf-dev, libssl-dev)")?;
         drop(cmd);
         let task = self.progress_task(label);
@@ -590,7 +587,7 @@ impl Builder<'_, '_> {
                 tail.pop_front();
             }
         }
-        let status = child.wait()?;
+        let status = child.inner().wait()?;
         drop(task);
         writeln!(
             self.log,
@@ -735,12 +732,9 @@ fn copy_tree(base: &Path, dest: &Path, log: &mut File) -> Result<()> {
         } else {
             (&["-al"], "link")
         };
-        let out = Command::new("cp")
-            .args(args)
-            .arg(entry.path())
-            .arg(&target)
-            .output()
-            .context("running cp")?;
+        let out =
+            crate::process::output(Command::new("cp").args(args).arg(entry.path()).arg(&target))
+                .context("running cp")?;
         if !out.status.success() {
             bail!(
                 "cannot {what} {} to {}: {}",

@@ -127,8 +127,7 @@ fn run_patch(tree: &Path, file: &Path, dry_run: bool) -> Result<(bool, String)> 
     // An absolute patch path: `-d` changes the directory before `-i` is opened.
     let file = std::path::absolute(file)?;
     cmd.arg("-d").arg(tree).arg("-i").arg(&file);
-    let out = cmd
-        .output()
+    let out = crate::process::output(&mut cmd)
         .context("running GNU patch (install the `patch` package)")?;
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));

@@ -31,11 +31,14 @@ pub struct ResolvedSource {
     pub verified: bool,
 }
 
-/// Resolves sources; opens the Debian archive only when it must.
+/// Resolves sources; opens the Debian archive only when it must, and holds it (and with it the
+/// apt state's lock) only while resolving and downloading, never during a build.
 pub struct SourceResolver<'a> {
     cache: &'a Cache,
     lock_path: PathBuf,
     archive: Option<Archive>,
+    /// Debian source packages downloaded while resolving, by name and version.
+    downloaded: Vec<(PackageRef, PathBuf)>,
 }
 
 impl<'a> SourceResolver<'a> {
@@ -44,6 +47,7 @@ impl<'a> SourceResolver<'a> {
             cache,
             lock_path,
             archive: None,
+            downloaded: Vec::new(),
         }
     }
 
@@ -111,13 +115,14 @@ impl<'a> SourceResolver<'a> {
                         repo.display()
                     );
                 }
-                let out = Command::new("git")
-                    .arg("-C")
-                    .arg(repo)
-                    .args(["rev-parse", "--verify", "--quiet"])
-                    .arg(format!("{reference}^{{commit}}"))
-                    .output()
-                    .context("running git")?;
+                let out = crate::process::output(
+                    Command::new("git")
+                        .arg("-C")
+                        .arg(repo)
+                        .args(["rev-parse", "--verify", "--quiet"])
+                        .arg(format!("{reference}^{{commit}}")),
+                )
+                .context("running git")?;
                 if !out.status.success() {
                     bail!("git source {}: ref {reference:?} (recipe field `source.ref`) is not a commit", repo.display());
                 }
@@ -130,7 +135,12 @@ impl<'a> SourceResolver<'a> {
                     verified: true,
                 })
             }
-            Source::Debian { package } => self.resolve_debian(source, package),
+            Source::Debian { package } => {
+                let resolved = self.resolve_debian(source, package);
+                // Unlock the apt state: what follows is a build, or a base's resolution.
+                self.archive = None;
+                resolved
+            }
         }
     }
 
@@ -158,6 +168,9 @@ impl<'a> SourceResolver<'a> {
                     lock_path.display()
                 )
             })?;
+        // Under the same lock as the resolution: the build unpacks it later, unlocked.
+        let deb = archive.download(pkg)?;
+        self.downloaded.push((pkg.clone(), deb));
         Ok(ResolvedSource {
             source: source.clone(),
             digest: format!("sha256:{}", pkg.sha256),
@@ -176,21 +189,27 @@ impl<'a> SourceResolver<'a> {
             Source::Tarball { path, .. } => untar(path, dest, scratch),
             Source::Git { repo, .. } => {
                 fs::create_dir_all(dest)?;
-                let mut archive = Command::new("git")
-                    .arg("-C")
-                    .arg(repo)
-                    .args(["archive", "--format=tar", &resolved.version])
-                    .stdout(Stdio::piped())
-                    .spawn()
-                    .context("running git archive")?;
-                let stdout = archive.stdout.take().context("git archive stdout")?;
-                let tar = Command::new("tar")
-                    .args(["-x", "--no-same-owner", "-C"])
-                    .arg(dest)
-                    .stdin(stdout)
-                    .status()
-                    .context("running tar")?;
-                let git = archive.wait()?;
+                let mut archive = crate::process::spawn_tree(
+                    Command::new("git")
+                        .arg("-C")
+                        .arg(repo)
+                        .args(["archive", "--format=tar", &resolved.version])
+                        .stdout(Stdio::piped()),
+                )
+                .context("running git archive")?;
+                let stdout = archive
+                    .inner()
+                    .stdout
+                    .take()
+                    .context("git archive stdout")?;
+                let tar = crate::process::status(
+                    Command::new("tar")
+                        .args(["-x", "--no-same-owner", "-C"])
+                        .arg(dest)
+                        .stdin(stdout),
+                )
+                .context("running tar")?;
+                let git = archive.inner().wait()?;
                 if !git.success() || !tar.success() {
                     bail!(
                         "unpacking {} at {} failed",
@@ -210,7 +229,14 @@ impl<'a> SourceResolver<'a> {
                         .context("Debian source without a sha256")?
                         .to_string(),
                 };
-                let deb = self.archive()?.download(&pkg)?;
+                let deb = match self.downloaded.iter().find(|(p, _)| *p == pkg) {
+                    Some((_, deb)) => deb.clone(),
+                    None => {
+                        let deb = self.archive()?.download(&pkg);
+                        self.archive = None;
+                        deb?
+                    }
+                };
                 let debdir = scratch.join("deb");
                 debian::extract_deb(&deb, &debdir)?;
                 let src = debdir.join("usr/src");
@@ -248,13 +274,14 @@ fn locked_package<'l>(lock: &'l LockFile, package: &str) -> Option<&'l PackageRe
 fn untar(tarball: &Path, dest: &Path, scratch: &Path) -> Result<()> {
     let tmp = scratch.join("untar");
     fs::create_dir_all(&tmp)?;
-    let out = Command::new("tar")
-        .args(["-x", "--no-same-owner", "-f"])
-        .arg(tarball)
-        .arg("-C")
-        .arg(&tmp)
-        .output()
-        .context("running tar")?;
+    let out = crate::process::output(
+        Command::new("tar")
+            .args(["-x", "--no-same-owner", "-f"])
+            .arg(tarball)
+            .arg("-C")
+            .arg(&tmp),
+    )
+    .context("running tar")?;
     if !out.status.success() {
         bail!(
             "unpacking {} failed: {}",

@@ -73,18 +73,17 @@ pub fn ensure_build_tools() -> Result<()> {
     ));
     let install = |update: bool| -> Result<bool> {
         if update {
-            Command::new("apt-get")
-                .args(["update", "-q"])
-                .status()
+            crate::process::status(Command::new("apt-get").args(["update", "-q"]))
                 .context("apt-get update")?;
         }
-        Ok(Command::new("apt-get")
-            .args(["install", "-y", "-q", "--no-install-recommends"])
-            .args(&missing)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .context("apt-get install")?
-            .success())
+        Ok(crate::process::status(
+            Command::new("apt-get")
+                .args(["install", "-y", "-q", "--no-install-recommends"])
+                .args(&missing)
+                .env("DEBIAN_FRONTEND", "noninteractive"),
+        )
+        .context("apt-get install")?
+        .success())
     };
     if !install(false)? && !install(true)? {
         bail!("installing the kernel build tools failed; run: {command}");
