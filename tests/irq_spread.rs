@@ -69,14 +69,17 @@ async fn default_masks_spread_completions_and_one_queue_concentrates_them() {
                 assert_eq!(m["effective_nodes"], 2.0, "{what}");
                 assert_eq!(m["completion_nodes"], 2.0, "{what}");
                 assert_eq!(m["completion_cpus"], queues, "{what}");
-                // Evenly: with every CPU submitting, the busiest CPU takes at most 1.5 times
-                // its fair share of the CPUs that complete (8 / queues of the guest's mean).
+                // Evenly: no CPU near the share of two queues. Completions per CPU follow each
+                // CPU's fio job, and under TCG on a loaded host the vCPUs' jobs do not run
+                // equally (max/mean 1.04-1.22 of the fair share at load 5-8, 1.74 in one boot at
+                // load 11); a CPU serving two vectors would show twice its fair share, which
+                // `vectors_per_target_cpu_max` above also rules out directly.
                 let fair = 8.0 / queues;
                 assert!(
-                    m["completion_max_over_mean"] <= 1.5 * fair,
-                    "{what}: max/mean {:.2} above {:.2}",
+                    m["completion_max_over_mean"] < 2.0 * fair,
+                    "{what}: max/mean {:.2}, the share of two queues ({:.2})",
                     m["completion_max_over_mean"],
-                    1.5 * fair
+                    2.0 * fair
                 );
             }
         }
