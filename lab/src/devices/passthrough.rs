@@ -293,7 +293,7 @@ impl Drop for Claim {
     fn drop(&mut self) {
         if let Err(e) = self.release_inner() {
             tracing::error!("{e:#}");
-            eprintln!("lab: {e:#}");
+            crate::progress::warn(format!("{e:#}"));
         }
     }
 }
@@ -394,8 +394,16 @@ pub fn restore_all(sysfs: &Sysfs, dir: &Path) -> Result<Vec<Replayed>> {
     journals.sort();
     let mut errors = Vec::new();
     for path in journals {
+        // Lock first, then read: a journal read under the free lock is a dead lab's, and no
+        // claim can replace it meanwhile.
+        let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+        let group = stem.trim_start_matches("group-").to_string();
+        let (_, lock_path) = group_paths(dir, &group);
+        let lock = try_lock(&lock_path)?;
         let journal = match read_journal(&path) {
             Ok(j) => j,
+            // Restored and removed by its owner or another lab since the listing.
+            Err(_) if !path.exists() => continue,
             Err(e) => {
                 errors.push(format!("{e:#}"));
                 continue;
@@ -408,18 +416,13 @@ pub fn restore_all(sysfs: &Sysfs, dir: &Path) -> Result<Vec<Replayed>> {
             });
             continue;
         }
-        let (_, lock_path) = group_paths(dir, &journal.group);
-        let Some(_lock) = try_lock(&lock_path)? else {
+        let Some(_lock) = lock else {
             done.push(Replayed::InUse {
                 group: journal.group,
                 device: journal.device,
             });
             continue;
         };
-        // Someone may have replayed it between the listing and the lock.
-        if !path.exists() {
-            continue;
-        }
         match restore(sysfs, &journal) {
             Ok(()) => {
                 fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
@@ -450,10 +453,10 @@ pub fn restore_at_start(cache: &crate::cache::Cache) {
                 .iter()
                 .filter(|r| matches!(r, Replayed::Restored { .. }))
             {
-                eprintln!("lab: a killed lab's passthrough: {r}");
+                crate::progress::step(format!("a killed lab's passthrough: {r}"));
             }
         }
-        Err(e) => eprintln!("lab: warning: {e:#} (run `lab host restore` as root)"),
+        Err(e) => crate::progress::warn(format!("{e:#} (run `lab host restore` as root)")),
     }
 }
 
