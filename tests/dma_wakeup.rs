@@ -277,16 +277,45 @@ async fn throughput_triples_with_the_revert_on_real_hardware() {
     assert!(
         lab.on_kvm(),
         "the accelerator is {} ({}); iops under TCG say nothing about the hardware. Run this \
-         on a host where KVM boots guests (or set LAB_ACCEL=kvm) with pinned vCPUs, or with a \
-         passthrough ioatdma on a Xeon, to check patched >= 3x base iops.",
+         on a host where KVM boots guests (or set LAB_ACCEL=kvm) with pinned vCPUs, and with \
+         LAB_S1_DEVICE=passthrough:NAME (a host file's I/OAT or PTDMA device, LAB_HOST=FILE) \
+         to check patched >= 3x base iops on the real engine.",
         lab.accel.name(),
         lab.accel_probe.reason
     );
+    // The engine: the emulated I/OAT, or with LAB_S1_DEVICE=passthrough:NAME the host file's
+    // device (a Xeon's I/OAT function or an EPYC's PTDMA), everything else unchanged.
+    let device = std::env::var("LAB_S1_DEVICE").ok().map(|text| {
+        let mut spec = vec![text
+            .parse::<lab::devices::DeviceSpec>()
+            .unwrap_or_else(|e| panic!("LAB_S1_DEVICE: {e:#}"))];
+        lab::devices::passthrough::resolve(&mut spec, None)
+            .unwrap_or_else(|e| panic!("LAB_S1_DEVICE: {e:#}"));
+        spec.remove(0)
+    });
+    let on_ptdma = device.as_ref().is_some_and(|d| d.pci_driver() == "ptdma");
     // The Gold 6132 has one LLC per socket and node: the seed's cross-LLC interrupt is a
-    // cross-node one there.
-    let scenario = Experiment::new(DmaWakeup::seed().placement(IrqPlacement::RemoteNode))
-        .named("dma-wakeup-throughput")
-        .topology("xeon-gold-6132-2s");
+    // cross-node one there. The EPYC 7313 (NPS1) has four-core CCX LLCs in one node: there it
+    // is a cross-CCX one.
+    let scenario = if on_ptdma {
+        Experiment::new(
+            DmaWakeup::seed()
+                .engine(DmaEngine::Ptdma)
+                .placement(IrqPlacement::CrossLlc),
+        )
+        .topology("epyc-7313-nps1")
+    } else {
+        Experiment::new(DmaWakeup::seed().placement(IrqPlacement::RemoteNode))
+            .topology("xeon-gold-6132-2s")
+    }
+    .named("dma-wakeup-throughput");
+    let scenario = match device {
+        Some(device) => {
+            println!("S1 on the host's {}", device.pci_driver());
+            scenario.device(0, device)
+        }
+        None => scenario,
+    };
     let (_lab, outcome) = run(scenario).await;
     outcome
         .comparison()

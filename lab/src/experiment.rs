@@ -153,6 +153,13 @@ pub struct Experiment<S: Scenario> {
     pub results_root: PathBuf,
     /// Boots at once; `None`: as many as the host's CPU slots fit ([`Lab::guests_at_once`]).
     pub parallel: Option<usize>,
+    /// Devices that replace the scenario's planned device at their index in every variant's
+    /// plan (same role; the plan's IRQ masks kept): a passed-through engine for the emulated
+    /// one, everything else unchanged.
+    pub devices: BTreeMap<usize, DeviceSpec>,
+    /// The host file passthrough devices are looked up in (`--host`; None: `LAB_HOST`, else
+    /// `hosts/<hostname>.toml`).
+    pub host: Option<String>,
 }
 
 /// A finished run.
@@ -197,6 +204,8 @@ impl<S: Scenario> Experiment<S> {
             overrides: BTreeMap::new(),
             results_root: crate::host::results_root(),
             parallel: None,
+            devices: BTreeMap::new(),
+            host: None,
             scenario,
         }
     }
@@ -230,6 +239,20 @@ impl<S: Scenario> Experiment<S> {
     /// Runs at most `n` boots at once (1: one after another). Without it, as many as fit.
     pub fn parallel(mut self, n: usize) -> Self {
         self.parallel = Some(n);
+        self
+    }
+
+    /// Replaces the scenario's device `index` with `device` in every variant (see
+    /// [`DeviceSpec::replaced_by`]): `.device(0, DeviceSpec::passthrough("ioat0"))` runs S1 on
+    /// the host file's I/OAT function instead of the emulated one.
+    pub fn device(mut self, index: usize, device: DeviceSpec) -> Self {
+        self.devices.insert(index, device);
+        self
+    }
+
+    /// The host file passthrough devices come from (`hosts/NAME.toml` or a path).
+    pub fn host(mut self, name: &str) -> Self {
+        self.host = Some(name.to_string());
         self
     }
 
@@ -276,16 +299,40 @@ impl<S: Scenario> Experiment<S> {
         Ok(())
     }
 
-    /// Runs every variant `repetitions` times, interleaved, and returns the record.
-    pub async fn run(&self, lab: &Lab) -> Result<Outcome> {
+    /// Checks the experiment and plans every variant's boot: parameters, the scenario's plan,
+    /// device replacements ([`Experiment::device`]) and passthrough devices looked up in the
+    /// host file, every device validated. Everything here fails before anything is built.
+    pub fn plan(&self) -> Result<Vec<(Variant, S::Params, BootPlan)>> {
         self.check()?;
         let topology = Topology::by_name(&self.topology)?;
+        let mut replacements: Vec<(usize, DeviceSpec)> = self.devices.clone().into_iter().collect();
+        for (index, device) in &mut replacements {
+            crate::devices::passthrough::resolve(
+                std::slice::from_mut(device),
+                self.host.as_deref(),
+            )
+            .with_context(|| format!("{}: device {index}", self.name))?;
+        }
         let mut planned = Vec::new();
         for variant in &self.variants {
             let params = self.params_for(variant)?;
-            let plan = self
+            let mut plan = self
                 .scenario
                 .plan(&params, &topology)
+                .with_context(|| format!("variant {}", variant.name))?;
+            for (index, device) in &replacements {
+                let count = plan.devices.len();
+                let planned = plan.devices.get_mut(*index).with_context(|| {
+                    format!(
+                        "variant {}: device {index} replaces nothing: the scenario plans {count} device(s)",
+                        variant.name
+                    )
+                })?;
+                *planned = planned
+                    .replaced_by(device, *index)
+                    .with_context(|| format!("variant {}", variant.name))?;
+            }
+            crate::devices::passthrough::resolve(&mut plan.devices, self.host.as_deref())
                 .with_context(|| format!("variant {}", variant.name))?;
             for (index, device) in plan.devices.iter().enumerate() {
                 device
@@ -294,6 +341,13 @@ impl<S: Scenario> Experiment<S> {
             }
             planned.push((variant.clone(), params, plan));
         }
+        Ok(planned)
+    }
+
+    /// Runs every variant `repetitions` times, interleaved, and returns the record.
+    pub async fn run(&self, lab: &Lab) -> Result<Outcome> {
+        let planned = self.plan()?;
+        let topology = Topology::by_name(&self.topology)?;
         // Kernels and images first, so boots are not interleaved with builds.
         let mut arms = Vec::new();
         for (variant, params, plan) in planned {
@@ -322,6 +376,14 @@ impl<S: Scenario> Experiment<S> {
         let at_once = self
             .parallel
             .unwrap_or_else(|| lab.guests_at_once(&topology));
+        // A host device is in one guest at a time.
+        let passthrough = arms.iter().any(|a| {
+            a.plan
+                .devices
+                .iter()
+                .any(|d| matches!(d.kind, crate::devices::DeviceKind::Passthrough(_)))
+        });
+        let at_once = if passthrough { 1 } else { at_once };
         {
             let boots = futures::stream::iter(order.into_iter().enumerate())
                 .map(|(sequence, index)| {

@@ -46,6 +46,9 @@ pub struct BootOptions {
     pub boot_timeout: Option<Duration>,
     /// Where logs go; default `results/<name>/` in the checkout (`LAB_RESULTS_DIR` overrides).
     pub log_dir: Option<PathBuf>,
+    /// The host file `passthrough:NAME` devices are looked up in (None: `LAB_HOST`, else
+    /// `hosts/<hostname>.toml`).
+    pub host: Option<String>,
 }
 
 impl BootOptions {
@@ -95,6 +98,8 @@ impl Lab {
         let _span = tracing::debug_span!("lab_ready").entered();
         crate::process::watch_parent();
         let cache = Cache::from_env()?;
+        // A killed lab may have left host devices on vfio-pci: give them back first.
+        crate::devices::passthrough::restore_at_start(&cache);
         let qemu = {
             let _span = tracing::debug_span!("locate_qemu").entered();
             Qemu::locate(&cache).context("locating QEMU")?
@@ -158,7 +163,8 @@ impl Lab {
     }
 
     /// The spec a [`BootOptions`] resolves to.
-    pub async fn spec(&self, opts: BootOptions) -> Result<VmSpec> {
+    pub async fn spec(&self, mut opts: BootOptions) -> Result<VmSpec> {
+        crate::devices::passthrough::resolve(&mut opts.devices, opts.host.as_deref())?;
         let topology = Topology::by_name(opts.topology.as_deref().unwrap_or(DEFAULT_TOPOLOGY))?;
         let kernel = opts.kernel.unwrap_or_else(|| self.default_kernel.clone());
         let image_name = opts.image.unwrap_or_else(|| DEFAULT_IMAGE.to_string());

@@ -58,9 +58,14 @@ enum Cmd {
         #[arg(long)]
         image: Option<String>,
         /// A device for the guest (repeatable), in slot order: `nvme:queues=4,size=1G`,
-        /// `ioat:channels=2`, `ptdma`, `nic`; `irqV=CPULIST` pins vector V.
+        /// `ioat:channels=2`, `ptdma`, `nic`, `passthrough:NAME` (a host file's device);
+        /// `irqV=CPULIST` pins vector V.
         #[arg(long = "device")]
         devices: Vec<lab::devices::DeviceSpec>,
+        /// The host file for `passthrough:NAME` devices: hosts/NAME.toml or a path (default:
+        /// LAB_HOST, else hosts/<hostname>.toml).
+        #[arg(long)]
+        host: Option<String>,
         /// Seconds the command may run.
         #[arg(long, default_value_t = 600)]
         timeout: u64,
@@ -112,6 +117,20 @@ enum Cmd {
         /// The comparison's name: results go to results/NAME/ (default: the scenario's name).
         #[arg(long)]
         name: Option<String>,
+        /// Replaces the scenario's devices in order (the first --device its device 0, ...)
+        /// with one of the same role, its IRQ masks kept: `passthrough:NAME` runs the scenario
+        /// on the host file's device instead of the emulated one.
+        #[arg(long = "device", value_name = "SPEC")]
+        devices: Vec<lab::devices::DeviceSpec>,
+        /// The host file for `passthrough:NAME` devices: hosts/NAME.toml or a path (default:
+        /// LAB_HOST, else hosts/<hostname>.toml).
+        #[arg(long)]
+        host: Option<String>,
+    },
+    /// The host devices the lab may pass through to guests (hosts/NAME.toml).
+    Host {
+        #[command(subcommand)]
+        command: HostCmd,
     },
     /// Print the stored comparison tables (under results/, or the RESULTS given); with
     /// `--html`, write each record's page next to it (record.json -> record.html).
@@ -135,6 +154,19 @@ enum Cmd {
     Lock {
         #[command(subcommand)]
         command: LockCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum HostCmd {
+    /// Give host devices a killed lab left on vfio-pci back to their drivers (its journals in
+    /// the cache); devices a running lab holds are left alone. Idempotent.
+    Restore,
+    /// The host file's devices and their state here: ID, driver, IOMMU group, what uses them.
+    Show {
+        /// hosts/NAME.toml or a path (default: LAB_HOST, else hosts/<hostname>.toml).
+        #[arg(long)]
+        host: Option<String>,
     },
 }
 
@@ -314,10 +346,14 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             cmdline,
             image,
             devices,
+            host,
             timeout,
             timings,
             command,
         } => {
+            // A bad passthrough name fails before QEMU or a kernel is prepared.
+            let mut devices = devices;
+            lab::devices::passthrough::resolve(&mut devices, host.as_deref())?;
             let mut phases = lab::bench::run::RunTimings::default();
             let lab = lab_ready().await?;
             phases.ready_s = started.elapsed().as_secs_f64();
@@ -410,12 +446,17 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             repetitions,
             topology,
             name,
+            devices,
+            host,
         } => {
             if variants.len() == 1 {
                 anyhow::bail!(
                     "one --variant given: a comparison needs two or more (base first), or none for the scenario's defaults"
                 );
             }
+            // A bad passthrough name fails here, before QEMU or a kernel is prepared.
+            let mut devices = devices;
+            lab::devices::passthrough::resolve(&mut devices, host.as_deref())?;
             let request = lab::scenarios::Request {
                 scenario,
                 variants,
@@ -424,6 +465,8 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 set: set.into_iter().collect(),
                 name,
                 results_root: None,
+                devices,
+                host,
             };
             // Unknown scenarios and bad parameters fail before QEMU or a kernel is prepared.
             lab::scenarios::describe(&request.scenario)?;
@@ -446,6 +489,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             }
             Ok(0)
         }
+        Cmd::Host { command } => host(command),
         Cmd::Report {
             command:
                 Some(ReportCmd::Merge {
@@ -513,6 +557,40 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             }
         },
     }
+}
+
+/// `lab host restore|show`.
+fn host(command: HostCmd) -> Result<i32> {
+    use lab::devices::{passthrough, sysfs::Sysfs};
+    let sysfs = Sysfs::host();
+    match command {
+        HostCmd::Restore => {
+            let cache = lab::cache::Cache::from_env()?;
+            let done = passthrough::restore_all(&sysfs, &passthrough::journal_dir(&cache))?;
+            if done.is_empty() {
+                println!("nothing to restore");
+            }
+            for r in done {
+                println!("{r}");
+            }
+        }
+        HostCmd::Show { host } => {
+            let file = lab::hosts::HostFile::select(host.as_deref())?;
+            println!("{} ({})", file.path.display(), file.description);
+            println!(
+                "IOMMU: {}",
+                if sysfs.iommu_on() {
+                    "on"
+                } else {
+                    "off (intel_iommu=on / amd_iommu=on)"
+                }
+            );
+            for d in file.devices.values() {
+                println!("{}", passthrough::describe(&sysfs, d));
+            }
+        }
+    }
+    Ok(0)
 }
 
 /// `lab bench [SUBCOMMAND]`: measures through the library, prints here.

@@ -8,11 +8,15 @@
 //!
 //! - [`lab_dma`]: the emulated Intel I/OAT and AMD PTDMA engines (vfio-user).
 //! - [`builtin`]: QEMU's own devices (`nvme`, `virtio-net-pci`).
+//! - [`passthrough`]: host devices by PCI address (`vfio-pci`), from the host file
+//!   ([`crate::hosts`]), read and written through [`sysfs`].
 //! - [`guest`]: the guest side (binding, vectors, pinning).
 
 pub mod builtin;
 pub mod guest;
 pub mod lab_dma;
+pub mod passthrough;
+pub mod sysfs;
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +27,9 @@ use crate::process::AsyncGroupChild;
 pub use builtin::Nvme;
 pub use guest::{bind_and_pin, BoundDevice, Vector};
 pub use lab_dma::Engine;
+pub use passthrough::Passthrough;
+
+use crate::hosts::StandIn;
 
 /// What a device is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +41,9 @@ pub enum DeviceKind {
     Nvme(Nvme),
     /// QEMU's virtio-net-pci on a hub port with no host side: a NIC for its driver and vectors.
     Nic,
+    /// A host device from the host file, passed through with `vfio-pci`; in the guest it is
+    /// what it stands in for (`ioatdma`, `ptdma`, `nvme`).
+    Passthrough(Passthrough),
 }
 
 /// A device for a VM, with optional guest IRQ pinning: `irq_cpus[i]` is the CPU list MSI-X
@@ -75,6 +85,54 @@ impl DeviceSpec {
         DeviceSpec::new(DeviceKind::Nic)
     }
 
+    /// The host file's device `name` (resolved before boot by [`passthrough::resolve`]).
+    pub fn passthrough(name: &str) -> DeviceSpec {
+        DeviceSpec::new(DeviceKind::Passthrough(Passthrough {
+            name: name.to_string(),
+            host: None,
+        }))
+    }
+
+    /// What a passed-through device stands in for, once resolved.
+    fn stand_in(&self) -> Option<StandIn> {
+        match &self.kind {
+            DeviceKind::Passthrough(p) => p.host.as_ref().map(|h| h.stands_in),
+            _ => None,
+        }
+    }
+
+    /// What the device is to a scenario, whatever provides it: `dma-engine`, `nvme`, `nic`
+    /// (`passthrough` while unresolved). A device may replace a planned one of the same role.
+    pub fn role(&self) -> &'static str {
+        match (&self.kind, self.stand_in()) {
+            (DeviceKind::LabDma(_), _)
+            | (_, Some(StandIn::Ioatdma))
+            | (_, Some(StandIn::Ptdma)) => "dma-engine",
+            (DeviceKind::Nvme(_), _) | (_, Some(StandIn::Nvme)) => "nvme",
+            (DeviceKind::Nic, _) => "nic",
+            (DeviceKind::Passthrough(_), None) => "passthrough",
+        }
+    }
+
+    /// `replacement` in this device's place (same role), keeping this device's IRQ masks unless
+    /// the replacement names its own: how a scenario runs on a passed-through device.
+    pub fn replaced_by(&self, replacement: &DeviceSpec, index: usize) -> Result<DeviceSpec> {
+        if replacement.role() != self.role() {
+            anyhow::bail!(
+                "device {index}: the scenario plans a {} ({}), which {} ({}) cannot replace",
+                self.role(),
+                self.label(),
+                replacement.label(),
+                replacement.role()
+            );
+        }
+        let mut spec = replacement.clone();
+        if spec.irq_cpus.is_empty() {
+            spec.irq_cpus = self.irq_cpus.clone();
+        }
+        Ok(spec)
+    }
+
     /// Pins vector `vector` of the device to `cpus` in the guest.
     pub fn irq_on_cpus(mut self, vector: usize, cpus: &[u32]) -> DeviceSpec {
         if self.irq_cpus.len() <= vector {
@@ -91,6 +149,7 @@ impl DeviceSpec {
             DeviceKind::Nvme(_) => "nvme",
             // virtio-net binds to the virtio device the PCI transport creates.
             DeviceKind::Nic => "virtio-pci",
+            DeviceKind::Passthrough(_) => self.stand_in().map_or("vfio-pci", StandIn::driver),
         }
     }
 
@@ -99,6 +158,11 @@ impl DeviceSpec {
         match &self.kind {
             DeviceKind::LabDma(engine) => Some(engine.driver()),
             DeviceKind::Nvme(_) | DeviceKind::Nic => None,
+            DeviceKind::Passthrough(_) => match self.stand_in() {
+                Some(StandIn::Ioatdma) => Some("ioatdma"),
+                Some(StandIn::Ptdma) => Some("ptdma"),
+                Some(StandIn::Nvme) | None => None,
+            },
         }
     }
 
@@ -107,18 +171,23 @@ impl DeviceSpec {
     /// probe returns, before it scans namespaces.
     pub fn ready_test(&self) -> &'static str {
         match &self.kind {
-            DeviceKind::LabDma(_) => "ls -d $dev/dma/dma*chan* > /dev/null 2>&1",
-            DeviceKind::Nvme(_) => "ls -d $dev/nvme/nvme*/nvme*n* > /dev/null 2>&1",
+            DeviceKind::LabDma(_) => DMA_READY,
+            DeviceKind::Nvme(_) => NVME_READY,
             DeviceKind::Nic => "ls -d $dev/virtio*/net/* > /dev/null 2>&1",
+            DeviceKind::Passthrough(_) => match self.stand_in() {
+                Some(StandIn::Nvme) => NVME_READY,
+                _ => DMA_READY,
+            },
         }
     }
 
-    /// A short name for logs and results: `ioatdma`, `ptdma`, `nvme`, `nic`.
+    /// A short name for logs and results: `ioatdma`, `ptdma`, `nvme`, `nic`, `passthrough`.
     pub fn label(&self) -> &'static str {
         match &self.kind {
             DeviceKind::LabDma(engine) => engine.driver(),
             DeviceKind::Nvme(_) => "nvme",
             DeviceKind::Nic => "nic",
+            DeviceKind::Passthrough(_) => "passthrough",
         }
     }
 
@@ -139,6 +208,11 @@ impl DeviceSpec {
             DeviceKind::LabDma(engine) => engine.validate(),
             DeviceKind::Nvme(nvme) => nvme.validate(),
             DeviceKind::Nic => Ok(()),
+            DeviceKind::Passthrough(p) if p.host.is_none() => Err(anyhow::anyhow!(
+                "passthrough:{} was not looked up in a host file (devices::passthrough::resolve)",
+                p.name
+            )),
+            DeviceKind::Passthrough(_) => Ok(()),
         }
         .with_context(|| format!("device {index} ({})", self.label()))
     }
@@ -160,6 +234,7 @@ impl DeviceSpec {
             log: None,
             files: Vec::new(),
             process: None,
+            claim: None,
         };
         match &self.kind {
             DeviceKind::LabDma(engine) => {
@@ -174,6 +249,21 @@ impl DeviceSpec {
                 running.files = files;
             }
             DeviceKind::Nic => running.qemu_args = builtin::nic_args(&id, &addr, index),
+            DeviceKind::Passthrough(p) => {
+                let host = p.host.as_ref().with_context(|| {
+                    format!("passthrough:{} was not looked up in a host file", p.name)
+                })?;
+                let cache = crate::cache::Cache::from_env()?;
+                let sysfs = sysfs::Sysfs::host();
+                let journals = passthrough::journal_dir(&cache);
+                let host = host.clone();
+                let claim = tokio::task::spawn_blocking(move || {
+                    passthrough::Claim::take(&sysfs, &journals, &host)
+                })
+                .await??;
+                running.qemu_args = passthrough::qemu_args(&id, &addr, &claim.device.bdf);
+                running.claim = Some(claim);
+            }
         }
         Ok(running)
     }
@@ -183,10 +273,18 @@ impl std::str::FromStr for DeviceSpec {
     type Err = anyhow::Error;
 
     /// The command line's device syntax: `KIND[:KEY=VALUE,...]` with `ioat:channels=N`,
-    /// `ptdma`, `nic` and `nvme:queues=N,size=SIZE[,namespaces=K]` (K namespaces of SIZE
-    /// each), plus `irq<V>=CPULIST` to pin vector V (`nvme:queues=2,size=1G,irq0=3`).
+    /// `ptdma`, `nic`, `nvme:queues=N,size=SIZE[,namespaces=K]` (K namespaces of SIZE
+    /// each) and `passthrough:NAME` (the host file's device NAME), plus `irq<V>=CPULIST` to pin
+    /// vector V (`nvme:queues=2,size=1G,irq0=3`, `passthrough:ioat0,irq0=2`).
     fn from_str(text: &str) -> Result<DeviceSpec> {
         let (kind, rest) = text.split_once(':').unwrap_or((text, ""));
+        // `passthrough:NAME[,irqV=CPUS]`: the first field is the name, not KEY=VALUE.
+        let (passthrough_name, rest) = if kind == "passthrough" {
+            let (name, rest) = rest.split_once(',').unwrap_or((rest, ""));
+            (Some(name.trim()), rest)
+        } else {
+            (None, rest)
+        };
         let mut fields = std::collections::BTreeMap::new();
         for pair in rest.split(',').filter(|p| !p.is_empty()) {
             let (key, value) = pair
@@ -210,6 +308,15 @@ impl std::str::FromStr for DeviceSpec {
             }
             "ptdma" => DeviceSpec::ptdma(),
             "nic" => DeviceSpec::nic(),
+            "passthrough" => {
+                let name = passthrough_name.unwrap_or_default();
+                if name.is_empty() || name.contains('=') {
+                    anyhow::bail!(
+                        "device {text:?}: write passthrough:NAME with NAME a device of the host file"
+                    );
+                }
+                DeviceSpec::passthrough(name)
+            }
             "nvme" => {
                 let queues = number("queues", take("queues"), None)?;
                 let size = take("size")
@@ -223,7 +330,9 @@ impl std::str::FromStr for DeviceSpec {
                 }))
             }
             other => {
-                anyhow::bail!("device {text:?}: unknown kind {other:?} (ioat, ptdma, nvme, nic)")
+                anyhow::bail!(
+                    "device {text:?}: unknown kind {other:?} (ioat, ptdma, nvme, nic, passthrough)"
+                )
             }
         };
         for (key, value) in std::mem::take(&mut fields) {
@@ -251,6 +360,9 @@ pub struct RunningDevice {
     /// Backing files in the VM's scratch dir.
     pub files: Vec<PathBuf>,
     process: Option<AsyncGroupChild>,
+    /// A passed-through device's hold on its IOMMU group: dropped after QEMU (the `Vm` drops
+    /// QEMU first), which gives the host its drivers back.
+    claim: Option<passthrough::Claim>,
 }
 
 impl RunningDevice {
@@ -259,6 +371,9 @@ impl RunningDevice {
         pci_address(self.index)
     }
 }
+
+const DMA_READY: &str = "ls -d $dev/dma/dma*chan* > /dev/null 2>&1";
+const NVME_READY: &str = "ls -d $dev/nvme/nvme*/nvme*n* > /dev/null 2>&1";
 
 /// Devices sit at fixed slots from here on, so the guest can find device N without guessing.
 const FIRST_SLOT: usize = 0x10;
@@ -289,6 +404,36 @@ mod tests {
         assert_eq!("ioat".parse::<DeviceSpec>().unwrap(), DeviceSpec::ioat(1));
         assert_eq!("ptdma".parse::<DeviceSpec>().unwrap(), DeviceSpec::ptdma());
         assert_eq!("nic".parse::<DeviceSpec>().unwrap(), DeviceSpec::nic());
+        assert_eq!(
+            "passthrough:ioat0,irq0=3".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::passthrough("ioat0").irq_on_cpus(0, &[3])
+        );
+    }
+
+    #[test]
+    fn a_device_is_replaced_only_by_one_of_its_role() {
+        let planned = DeviceSpec::ioat(1).irq_on_cpus(0, &[2]);
+        let mut pt = DeviceSpec::passthrough("x");
+        assert!(planned.replaced_by(&pt, 0).is_err(), "unresolved");
+        let host = |stands_in| crate::hosts::HostDevice {
+            name: "x".into(),
+            bdf: "0000:00:04.0".parse().unwrap(),
+            id: "8086:2021".parse().unwrap(),
+            stands_in,
+            declared_at: "h.toml:1".into(),
+        };
+        if let DeviceKind::Passthrough(p) = &mut pt.kind {
+            p.host = Some(host(StandIn::Ptdma));
+        }
+        let spec = planned.replaced_by(&pt, 0).unwrap();
+        assert_eq!(spec.irq_cpus, [Some(vec![2])], "the plan's mask is kept");
+        assert_eq!(spec.pci_driver(), "ptdma");
+        if let DeviceKind::Passthrough(p) = &mut pt.kind {
+            p.host = Some(host(StandIn::Nvme));
+        }
+        let err = planned.replaced_by(&pt, 0).unwrap_err().to_string();
+        assert!(err.contains("plans a dma-engine"), "{err}");
+        assert!(DeviceSpec::nvme(2, 1 << 20).replaced_by(&pt, 0).is_ok());
     }
 
     #[test]
@@ -306,5 +451,8 @@ mod tests {
         assert!(err("nvme:queues=2,size=1G,irq1=x").contains("irq1=x"));
         assert!(err("floppy").contains("unknown kind \"floppy\""));
         assert!(err("nvme:queues").contains("KEY=VALUE"));
+        assert!(err("passthrough").contains("passthrough:NAME"));
+        assert!(err("passthrough:a=b").contains("passthrough:NAME"));
+        assert!(err("passthrough:x,colour=red").contains("\"colour\""));
     }
 }

@@ -473,6 +473,54 @@ mod tests {
     }
 
     #[test]
+    fn a_passthrough_device_stands_in_for_the_emulated_engine() {
+        use crate::devices::DeviceKind;
+        use crate::experiment::Experiment;
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path().join("xeon.toml");
+        std::fs::write(
+            &host,
+            "[devices.ioat0]\nbdf = \"0000:00:04.0\"\nid = \"8086:2021\"\nstands_in = \"ioatdma\"\n\n\
+             [devices.disk]\nbdf = \"0000:41:00.0\"\nid = \"144d:a808\"\nstands_in = \"nvme\"\n",
+        )
+        .unwrap();
+        let host = host.to_str().unwrap();
+        let emulated = Experiment::new(DmaWakeup::seed()).plan().unwrap();
+        let passed = Experiment::new(DmaWakeup::seed())
+            .device(0, "passthrough:ioat0".parse().unwrap())
+            .host(host)
+            .plan()
+            .unwrap();
+        assert_eq!(passed.len(), 2);
+        for ((variant, params, plan), (v0, p0, plan0)) in passed.iter().zip(&emulated) {
+            // Everything but the device is the seed's.
+            assert_eq!((variant, params), (v0, p0));
+            assert_eq!(plan.cmdline, plan0.cmdline);
+            assert_eq!(plan.devices.len(), 1);
+            let device = &plan.devices[0];
+            let DeviceKind::Passthrough(p) = &device.kind else {
+                panic!("{device:?}")
+            };
+            assert_eq!(p.host.as_ref().unwrap().bdf.as_str(), "0000:00:04.0");
+            assert_eq!(
+                device.irq_cpus, plan0.devices[0].irq_cpus,
+                "the IRQ stays on CPU 2"
+            );
+            assert_eq!(device.pci_driver(), "ioatdma");
+        }
+        let err = |e: Experiment<DmaWakeup>| format!("{:#}", e.host(host).plan().unwrap_err());
+        let e =
+            err(Experiment::new(DmaWakeup::seed()).device(0, "passthrough:disk".parse().unwrap()));
+        assert!(e.contains("plans a dma-engine"), "{e}");
+        let e =
+            err(Experiment::new(DmaWakeup::seed()).device(1, "passthrough:ioat0".parse().unwrap()));
+        assert!(e.contains("device 1 replaces nothing"), "{e}");
+        let e =
+            err(Experiment::new(DmaWakeup::seed()).device(0, "passthrough:ioat9".parse().unwrap()));
+        assert!(e.contains("xeon.toml has no device \"ioat9\""), "{e}");
+    }
+
+    #[test]
     fn variants_change_placement_engine_and_dmatest_by_name() {
         let s = DmaWakeup::seed();
         let mut set = std::collections::BTreeMap::new();

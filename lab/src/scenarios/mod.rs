@@ -105,6 +105,10 @@ pub struct Request {
     /// Comparison name (default: the scenario's).
     pub name: Option<String>,
     pub results_root: Option<PathBuf>,
+    /// Replace the scenario's devices in order (`--device passthrough:NAME`).
+    pub devices: Vec<crate::devices::DeviceSpec>,
+    /// The host file for passthrough devices (`--host`).
+    pub host: Option<String>,
 }
 
 /// Runs a shipped scenario.
@@ -138,6 +142,12 @@ async fn run<S: Scenario>(lab: &Lab, scenario: S, request: &Request) -> Result<O
     }
     for (k, v) in &request.set {
         experiment = experiment.set(k, v);
+    }
+    for (index, device) in request.devices.iter().enumerate() {
+        experiment = experiment.device(index, device.clone());
+    }
+    if let Some(host) = &request.host {
+        experiment = experiment.host(host);
     }
     experiment.run(lab).await
 }

@@ -1,0 +1,546 @@
+//! Passthrough of host PCI devices to a guest with `vfio-pci`: a [`Claim`] on one device of
+//! the host file ([`crate::hosts`]) and its whole IOMMU group.
+//!
+//! Taking a device: the IOMMU must be on; the address must hold the host file's vendor:device
+//! ID; the host must not be using it ([`Sysfs::users`]: a mounted or held NVMe namespace, a
+//! dmaengine channel in use, an interface up); no other member of its IOMMU group may be in
+//! use while bound to a host driver (bridges stay as they are; members on `vfio-pci` or
+//! `pci-stub` are free). Then, with the group's lock held, the journal (`<cache>/passthrough/
+//! group-N.json`: every member's address, driver and `driver_override`) is written, atomically,
+//! before anything changes; each member gets `driver_override = vfio-pci`, is unbound from its
+//! driver and bound to `vfio-pci`. Releasing the claim (the VM going, its drop, a failed start)
+//! gives each member back its driver and override and removes the journal.
+//!
+//! A lab that was killed leaves its journal behind and its lock free (the kernel drops flocks
+//! of dead processes). [`restore_all`], run at every lab start and by `lab host restore`,
+//! replays each journal whose lock is free; a claim on the same group replays it first too.
+//! Restoring is idempotent: a member already back on its driver is left alone.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::sysfs::{Sysfs, FREE_DRIVERS};
+use crate::hosts::{Bdf, HostDevice, HostFile};
+
+/// A device on the command line, `passthrough:NAME`, and what the host file says it is once
+/// resolved ([`resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Passthrough {
+    /// The device's name in the host file.
+    pub name: String,
+    /// The host file's entry, filled in by [`resolve`] before boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostDevice>,
+}
+
+/// One group member as it was before the lab took it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    pub bdf: Bdf,
+    /// The driver it was bound to (None: unbound).
+    pub driver: Option<String>,
+    /// Its `driver_override` (None: unset).
+    pub driver_override: Option<String>,
+}
+
+/// What a claim changed, written before it changes anything.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Journal {
+    /// The sysfs root it applies to (`/sys`; a test's fake tree elsewhere): replayed only there.
+    pub sysfs: PathBuf,
+    pub group: String,
+    /// The device asked for (host file name and address) and the process that took it.
+    pub device: String,
+    pub pid: u32,
+    pub members: Vec<JournalEntry>,
+}
+
+/// A device and its IOMMU group, taken from the host for one VM. Dropping it restores the
+/// host's drivers (errors are logged; [`Claim::release`] returns them).
+#[derive(Debug)]
+pub struct Claim {
+    pub device: HostDevice,
+    pub group: String,
+    sysfs: Sysfs,
+    journal_path: PathBuf,
+    journal: Journal,
+    /// The group's lock: held while the claim lives, so no other lab replays or takes it.
+    _lock: File,
+    released: bool,
+}
+
+/// Where the journals and group locks live.
+pub fn journal_dir(cache: &crate::cache::Cache) -> PathBuf {
+    cache.dir("passthrough")
+}
+
+fn group_paths(dir: &Path, group: &str) -> (PathBuf, PathBuf) {
+    (
+        dir.join(format!("group-{group}.json")),
+        dir.join(format!("group-{group}.lock")),
+    )
+}
+
+/// Takes the group's lock without waiting; None when another live process holds it.
+fn try_lock(path: &Path) -> Result<Option<File>> {
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+}
+
+fn write_journal(path: &Path, journal: &Journal) -> Result<()> {
+    let dir = path.parent().context("journal path without a directory")?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".journal-")
+        .tempfile_in(dir)?;
+    serde_json::to_writer_pretty(&mut tmp, journal)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+fn read_journal(path: &Path) -> Result<Journal> {
+    let text = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+impl Claim {
+    /// Checks and takes `device` (see the module docs); every refusal names its reason.
+    pub fn take(sysfs: &Sysfs, journal_dir: &Path, device: &HostDevice) -> Result<Claim> {
+        let what = format!(
+            "passthrough device {} ({}, declared at {})",
+            device.name, device.bdf, device.declared_at
+        );
+        if !sysfs.iommu_on() {
+            bail!(
+                "{what}: the IOMMU is off ({} lists no groups): boot the host with \
+                 intel_iommu=on (Intel) or amd_iommu=on (AMD) and load vfio-pci",
+                sysfs.root().join("kernel/iommu_groups").display()
+            );
+        }
+        if !sysfs.exists(&device.bdf) {
+            bail!(
+                "{what}: no PCI device {} on this host (no {})",
+                device.bdf,
+                sysfs.device_dir(&device.bdf).display()
+            );
+        }
+        let found = sysfs.id(&device.bdf)?;
+        if found != device.id {
+            bail!(
+                "{what}: the host file's id = {} but {} holds {found}: not the device listed \
+                 (check `lspci -nn -s {}`)",
+                device.id,
+                device.bdf,
+                device.bdf
+            );
+        }
+        let group = sysfs.group(&device.bdf)?;
+        fs::create_dir_all(journal_dir)
+            .with_context(|| format!("creating {}", journal_dir.display()))?;
+        let (journal_path, lock_path) = group_paths(journal_dir, &group);
+        let lock = try_lock(&lock_path)?.with_context(|| {
+            format!(
+                "{what}: IOMMU group {group} is taken by another lab process (lock {})",
+                lock_path.display()
+            )
+        })?;
+        // A journal nobody holds is a killed lab's: give the host its drivers back first, or
+        // this claim would record vfio-pci as the original driver.
+        if journal_path.exists() {
+            let stale = read_journal(&journal_path)?;
+            tracing::warn!(
+                group,
+                pid = stale.pid,
+                "restoring a killed lab's passthrough first"
+            );
+            restore(sysfs, &stale)?;
+            fs::remove_file(&journal_path)?;
+        }
+        let members = sysfs.group_members(&group)?;
+        let mut refusals = Vec::new();
+        let mut entries = Vec::new();
+        for member in &members {
+            let driver = sysfs.driver(member);
+            let users = sysfs.users(member)?;
+            if *member == device.bdf {
+                if !users.is_empty() {
+                    refusals.push(format!(
+                        "{member} is in use by the host (driver {}): {}",
+                        driver.as_deref().unwrap_or("none"),
+                        users.join("; ")
+                    ));
+                }
+            } else if sysfs.is_bridge(member) {
+                continue;
+            } else if driver
+                .as_deref()
+                .is_some_and(|d| !FREE_DRIVERS.contains(&d))
+                && !users.is_empty()
+            {
+                refusals.push(format!(
+                    "IOMMU group {group} also holds {member} (driver {}), which the host is using: {}; \
+                     passing {} through would take it too",
+                    driver.as_deref().unwrap_or("none"),
+                    users.join("; "),
+                    device.bdf
+                ));
+            }
+            if driver.as_deref() == Some("pci-stub") {
+                continue;
+            }
+            entries.push(JournalEntry {
+                bdf: member.clone(),
+                driver,
+                driver_override: sysfs.driver_override(member)?,
+            });
+        }
+        if !refusals.is_empty() {
+            bail!("{what}: refused: {}", refusals.join("; "));
+        }
+        let journal = Journal {
+            sysfs: sysfs.root().to_path_buf(),
+            group: group.clone(),
+            device: format!("{} {}", device.name, device.bdf),
+            pid: std::process::id(),
+            members: entries,
+        };
+        write_journal(&journal_path, &journal)?;
+        let mut claim = Claim {
+            device: device.clone(),
+            group,
+            sysfs: sysfs.clone(),
+            journal_path,
+            journal,
+            _lock: lock,
+            released: false,
+        };
+        if let Err(e) = claim.bind_all() {
+            return Err(match claim.release_inner() {
+                Ok(()) => e.context(format!("{what}: binding to vfio-pci (host drivers restored)")),
+                Err(r) => e.context(format!(
+                    "{what}: binding to vfio-pci; restoring failed too ({r:#}): run `lab host restore`"
+                )),
+            });
+        }
+        tracing::info!(device = %claim.device.name, bdf = %claim.device.bdf, group = %claim.group, "passed to vfio-pci");
+        Ok(claim)
+    }
+
+    fn bind_all(&self) -> Result<()> {
+        for m in &self.journal.members {
+            if m.driver.as_deref() == Some("vfio-pci") {
+                continue;
+            }
+            self.sysfs.set_driver_override(&m.bdf, Some("vfio-pci"))?;
+            if let Some(driver) = &m.driver {
+                if m.bdf != self.device.bdf {
+                    tracing::info!(bdf = %m.bdf, driver, group = %self.group, "taking an idle member of the group too");
+                }
+                self.sysfs.unbind(&m.bdf, driver)?;
+            }
+            self.sysfs.bind(&m.bdf, "vfio-pci")?;
+            let now = self.sysfs.driver(&m.bdf);
+            if now.as_deref() != Some("vfio-pci") {
+                bail!("{} is bound to {now:?} after binding it to vfio-pci", m.bdf);
+            }
+        }
+        Ok(())
+    }
+
+    /// The journal this claim wrote.
+    pub fn journal_path(&self) -> &Path {
+        &self.journal_path
+    }
+
+    /// Gives the group back to the host's drivers and removes the journal.
+    pub fn release(mut self) -> Result<()> {
+        self.release_inner()
+    }
+
+    fn release_inner(&mut self) -> Result<()> {
+        if self.released {
+            return Ok(());
+        }
+        restore(&self.sysfs, &self.journal).with_context(|| {
+            format!(
+                "giving {} back to the host (journal {} kept: `lab host restore` retries)",
+                self.device.bdf,
+                self.journal_path.display()
+            )
+        })?;
+        self.released = true;
+        fs::remove_file(&self.journal_path)
+            .with_context(|| format!("removing {}", self.journal_path.display()))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Err(e) = self.release_inner() {
+            tracing::error!("{e:#}");
+            crate::progress::warn(format!("{e:#}"));
+        }
+    }
+}
+
+/// Puts every member of a journal back as it was; members already so are left alone.
+pub fn restore(sysfs: &Sysfs, journal: &Journal) -> Result<()> {
+    let mut errors = Vec::new();
+    for m in journal.members.iter().rev() {
+        if let Err(e) = restore_member(sysfs, m) {
+            errors.push(format!("{}: {e:#}", m.bdf));
+        }
+    }
+    if !errors.is_empty() {
+        bail!(
+            "restoring IOMMU group {}: {}",
+            journal.group,
+            errors.join("; ")
+        );
+    }
+    Ok(())
+}
+
+fn restore_member(sysfs: &Sysfs, m: &JournalEntry) -> Result<()> {
+    if !sysfs.exists(&m.bdf) {
+        tracing::warn!(bdf = %m.bdf, "gone from the host; nothing to restore");
+        return Ok(());
+    }
+    let current = sysfs.driver(&m.bdf);
+    if sysfs.driver_override(&m.bdf)? != m.driver_override {
+        sysfs.set_driver_override(&m.bdf, m.driver_override.as_deref())?;
+    }
+    if current == m.driver {
+        return Ok(());
+    }
+    if let Some(now) = &current {
+        sysfs.unbind(&m.bdf, now)?;
+    }
+    if let Some(driver) = &m.driver {
+        sysfs.bind(&m.bdf, driver)?;
+        let now = sysfs.driver(&m.bdf);
+        if now.as_deref() != Some(driver.as_str()) {
+            bail!("bound to {now:?} after binding it to {driver}");
+        }
+    }
+    Ok(())
+}
+
+/// What [`restore_all`] did with one journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replayed {
+    /// Its devices are back on their drivers and the journal is gone.
+    Restored { group: String, device: String },
+    /// A live lab process holds it.
+    InUse { group: String, device: String },
+    /// It belongs to another sysfs root (a test's fake tree, or the host's while testing).
+    OtherRoot { path: PathBuf, root: PathBuf },
+}
+
+impl std::fmt::Display for Replayed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Replayed::Restored { group, device } => {
+                write!(f, "IOMMU group {group} ({device}): host drivers restored")
+            }
+            Replayed::InUse { group, device } => {
+                write!(
+                    f,
+                    "IOMMU group {group} ({device}): in use by a running lab, left alone"
+                )
+            }
+            Replayed::OtherRoot { path, root } => {
+                write!(
+                    f,
+                    "{}: for sysfs at {}, left alone",
+                    path.display(),
+                    root.display()
+                )
+            }
+        }
+    }
+}
+
+/// Replays every journal in `dir` that no live lab holds (a killed lab's), for `sysfs`.
+pub fn restore_all(sysfs: &Sysfs, dir: &Path) -> Result<Vec<Replayed>> {
+    let mut done = Vec::new();
+    let Ok(listing) = fs::read_dir(dir) else {
+        return Ok(done);
+    };
+    let mut journals: Vec<PathBuf> = listing
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("group-"))
+        })
+        .collect();
+    journals.sort();
+    let mut errors = Vec::new();
+    for path in journals {
+        // Lock first, then read: a journal read under the free lock is a dead lab's, and no
+        // claim can replace it meanwhile.
+        let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+        let group = stem.trim_start_matches("group-").to_string();
+        let (_, lock_path) = group_paths(dir, &group);
+        let lock = try_lock(&lock_path)?;
+        let journal = match read_journal(&path) {
+            Ok(j) => j,
+            // Restored and removed by its owner or another lab since the listing.
+            Err(_) if !path.exists() => continue,
+            Err(e) => {
+                errors.push(format!("{e:#}"));
+                continue;
+            }
+        };
+        if journal.sysfs != sysfs.root() {
+            done.push(Replayed::OtherRoot {
+                path,
+                root: journal.sysfs,
+            });
+            continue;
+        }
+        let Some(_lock) = lock else {
+            done.push(Replayed::InUse {
+                group: journal.group,
+                device: journal.device,
+            });
+            continue;
+        };
+        match restore(sysfs, &journal) {
+            Ok(()) => {
+                fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+                done.push(Replayed::Restored {
+                    group: journal.group,
+                    device: journal.device,
+                });
+            }
+            Err(e) => errors.push(format!("{}: {e:#}", path.display())),
+        }
+    }
+    if !errors.is_empty() {
+        bail!("restoring passed-through devices: {}", errors.join("; "));
+    }
+    Ok(done)
+}
+
+/// At lab start: replays a killed lab's journals on this host, warning on what fails (the
+/// start goes on; `lab host restore` retries and reports).
+pub fn restore_at_start(cache: &crate::cache::Cache) {
+    let dir = journal_dir(cache);
+    if !dir.is_dir() {
+        return;
+    }
+    match restore_all(&Sysfs::host(), &dir) {
+        Ok(done) => {
+            for r in done
+                .iter()
+                .filter(|r| matches!(r, Replayed::Restored { .. }))
+            {
+                crate::progress::step(format!("a killed lab's passthrough: {r}"));
+            }
+        }
+        Err(e) => crate::progress::warn(format!("{e:#} (run `lab host restore` as root)")),
+    }
+}
+
+/// Fills in every `passthrough:NAME` device from the host file (`host`: `--host`, else
+/// `LAB_HOST`, else `hosts/<hostname>.toml`), read once; devices already resolved stay. Bad
+/// names fail here, before anything boots, naming the file.
+pub fn resolve(devices: &mut [super::DeviceSpec], host: Option<&str>) -> Result<()> {
+    let mut file: Option<HostFile> = None;
+    for (index, spec) in devices.iter_mut().enumerate() {
+        let super::DeviceKind::Passthrough(p) = &mut spec.kind else {
+            continue;
+        };
+        if p.host.is_some() {
+            continue;
+        }
+        if file.is_none() {
+            file = Some(
+                HostFile::select(host)
+                    .with_context(|| format!("device {index} (passthrough:{})", p.name))?,
+            );
+        }
+        let file = file.as_ref().expect("just read");
+        p.host = Some(
+            file.device(&p.name)
+                .with_context(|| format!("device {index} (passthrough:{})", p.name))?
+                .clone(),
+        );
+    }
+    Ok(())
+}
+
+/// One line on a host file's device as this host has it (`lab host show`): whether the address
+/// exists and holds the listed ID, its driver, IOMMU group (and the group's other members) and
+/// what uses it. Reads only.
+pub fn describe(sysfs: &Sysfs, d: &HostDevice) -> String {
+    let head = format!(
+        "{:<10} {} {} ({})",
+        d.name,
+        d.bdf,
+        d.id,
+        d.stands_in.driver()
+    );
+    if !sysfs.exists(&d.bdf) {
+        return format!("{head}: no such device here");
+    }
+    let id = match sysfs.id(&d.bdf) {
+        Ok(found) if found == d.id => "id ok".to_string(),
+        Ok(found) => format!("ID MISMATCH: holds {found}"),
+        Err(e) => format!("id unreadable: {e:#}"),
+    };
+    let driver = sysfs.driver(&d.bdf).unwrap_or_else(|| "none".into());
+    let group = match sysfs.group(&d.bdf) {
+        Ok(g) => {
+            let others: Vec<String> = sysfs
+                .group_members(&g)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|m| *m != d.bdf)
+                .map(|m| m.to_string())
+                .collect();
+            if others.is_empty() {
+                format!("group {g}")
+            } else {
+                format!("group {g} with {}", others.join(" "))
+            }
+        }
+        Err(_) => "no IOMMU group".into(),
+    };
+    let users = match sysfs.users(&d.bdf) {
+        Ok(u) if u.is_empty() => "not in use".to_string(),
+        Ok(u) => format!("IN USE: {}", u.join("; ")),
+        Err(e) => format!("use unknown: {e:#}"),
+    };
+    format!("{head}: {id}, driver {driver}, {group}, {users}")
+}
+
+/// QEMU's side: `vfio-pci` with the host address at guest slot `addr`.
+pub fn qemu_args(id: &str, addr: &str, bdf: &Bdf) -> Vec<String> {
+    vec![
+        "-device".into(),
+        serde_json::json!({"driver": "vfio-pci", "id": id, "addr": addr, "host": bdf.as_str()})
+            .to_string(),
+    ]
+}
+
+#[cfg(test)]
+mod tests;
