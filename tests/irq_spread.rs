@@ -54,42 +54,6 @@ async fn default_masks_spread_completions_and_one_queue_concentrates_them() {
     //   fires.
     for b in outcome.record.boots() {
         let m = &b.samples;
-        let s = &b.details["scenario"];
-        println!(
-            "  {:<12} targets {} CPUs / {} nodes (max {} vectors on one)  completions on {} CPUs / {} nodes, max/mean {:.2}, busiest {:5.1}%  moved admin vector: {:5.1}% on its new CPU {}  masks {}  effective {}",
-            b.variant,
-            m["effective_cpus"],
-            m["effective_nodes"],
-            m["vectors_per_target_cpu_max"],
-            m["completion_cpus"],
-            m["completion_nodes"],
-            m["completion_max_over_mean"],
-            m["busiest_cpu"],
-            m.get("moved_vector_on_target").copied().unwrap_or(f64::NAN),
-            s["moved_admin_vector"]["after_move"],
-            s["masks"],
-            s["effective"],
-        );
-    }
-}
-
-#[tokio::test]
-async fn default_masks_spread_completions_and_one_queue_concentrates_them() {
-    // The scenario's default columns: 8 queues, 4 and 1.
-    let experiment = Experiment::new(IrqSpread::seed())
-        .repetitions(3)
-        .named("irq-spread");
-    let (_lab, outcome) = common::run_experiment(experiment).await;
-    print_boots(&outcome);
-    // Measured here (TCG single-threaded, lab-minimal v6.12, 8 fio jobs of 4 KiB random reads,
-    // one per CPU, 3 s; probe runs of 2 boots per column):
-    // - 8 queues: one-CPU masks, 8 target CPUs on both nodes, one vector each; completions on
-    //   all 8 CPUs, busiest 13.0-14.3%, max/mean 1.04-1.14;
-    // - 1 queue: one vector, one target CPU, 100% of the completions there (max/mean 8);
-    // - the admin vector moved to CPU 7: 23 of its 24 following interrupts there (95.8%); the
-    //   first still fired on its old CPU, as x86 moves an MSI when it next fires.
-    for b in outcome.record.boots() {
-        let m = &b.samples;
         let (variant, boot) = (b.variant.as_str(), b.sequence);
         let what = format!("boot {boot} ({variant}): {m:?}");
         match variant {
