@@ -20,6 +20,7 @@ pub mod process;
 pub mod progress;
 pub mod report;
 pub mod scenarios;
+pub mod skip;
 pub mod slots;
 pub mod stats;
 pub mod storage;
