@@ -85,15 +85,13 @@ async fn completions_wake_per_cpu_workers_whatever_the_mask_shape() {
             m["hardirq_wakees_single_cpu"]
         );
     }
-    if !lab.on_kvm() {
-        println!(
-            "SKIPPED (bandwidth part): the accelerator is {} ({}); fio's bandwidth under TCG says \
-             nothing about the scheduler. Run on a host where KVM boots guests (or set \
-             LAB_ACCEL=kvm), or with a passthrough NVMe, to compare DELAY_DEQUEUE's randwrite \
-             bandwidth with NO_DELAY_DEQUEUE's per mask shape.",
-            lab.accel.name(),
-            lab.accel_probe.reason,
-        );
+    if !lab::skip::kvm_only(
+        &lab,
+        "bandwidth part",
+        "fio's bandwidth under TCG says nothing about the scheduler; under KVM (or with a \
+         passthrough NVMe) the run prints DELAY_DEQUEUE's randwrite bandwidth beside \
+         NO_DELAY_DEQUEUE's per mask shape.",
+    ) {
         return;
     }
     // Under KVM the seed's question is the bandwidth: print it per column for the reader; the

@@ -58,22 +58,19 @@ async fn without_run_to_parity_wakeups_preempt_hackbench_twice_as_often() {
             b.variant
         );
     }
-    if !lab.on_kvm() {
-        let median = |v: &str| {
-            ab.summary("seconds", v)
-                .map(|s| s.median)
-                .unwrap_or(f64::NAN)
-        };
-        println!(
-            "SKIPPED (time part): the accelerator is {} ({}); hackbench's time under TCG says \
-             nothing about the scheduler (this run: median {:.2} s with RUN_TO_PARITY, {:.2} s \
-             without). Run on a host where KVM boots guests (or set LAB_ACCEL=kvm) to check that \
-             NO_RUN_TO_PARITY is slower (the seed: 118.2 s vs 100.9 s).",
-            lab.accel.name(),
-            lab.accel_probe.reason,
-            median(WITH_PARITY),
-            median(WITHOUT_PARITY),
-        );
+    let median = |v: &str| {
+        ab.summary("seconds", v)
+            .map(|s| s.median)
+            .unwrap_or(f64::NAN)
+    };
+    let why = format!(
+        "hackbench's time under TCG says nothing about the scheduler (this run: median {:.2} s \
+         with RUN_TO_PARITY, {:.2} s without); under KVM NO_RUN_TO_PARITY must be slower (the \
+         seed: 118.2 s vs 100.9 s).",
+        median(WITH_PARITY),
+        median(WITHOUT_PARITY),
+    );
+    if !lab::skip::kvm_only(&lab, "time part", &why) {
         return;
     }
     ab.assert_higher("seconds", WITHOUT_PARITY, Significance::P05)

@@ -85,19 +85,16 @@ async fn the_scan_stalls_under_fc137c0ddab2s_rule_not_on_v6_12_nor_without_the_f
     // its own again: the scenario's description and docs/SCENARIOS.md must say so.
     ab.assert_ratio("numa_pte_updates", REVERT, ">=", 0.7)
         .unwrap();
-    if lab.on_kvm() {
+    if lab::skip::kvm_only(
+        &lab,
+        "time part",
+        "Under TCG remote memory costs nothing, so the stalled kernel only saves the scan's \
+         overhead (measured here: pid-only 1.5-2.4 GiB/s, v6.12 0.5-1.6); under KVM \
+         v6.12+numa-scan-pid-only must do less work per second.",
+    ) {
         // The seed's time: numa01_THREAD_ALLOC took 1m23.3s with the regression against
         // 1m1.5s before it (35% longer), so the stalled kernel does less work per second.
         ab.assert_lower("gib_per_s", PID_ONLY, Significance::P05)
             .unwrap();
-    } else {
-        println!(
-            "SKIPPED (time part): the accelerator is {} ({}); under TCG remote memory costs \
-             nothing, so the stalled kernel only saves the scan's overhead (measured here: \
-             pid-only 1.5-2.4 GiB/s, v6.12 0.5-1.6). Run where KVM boots guests (or set \
-             LAB_ACCEL=kvm) to check that v6.12+numa-scan-pid-only does less work per second.",
-            lab.accel.name(),
-            lab.accel_probe.reason
-        );
     }
 }

@@ -21,6 +21,7 @@ pub mod process;
 pub mod progress;
 pub mod report;
 pub mod scenarios;
+pub mod skip;
 pub mod slots;
 pub mod stats;
 pub mod storage;
@@ -37,13 +38,36 @@ pub use host::{BootOptions, Lab};
 pub type Result<T, E = anyhow::Error> = std::result::Result<T, E>;
 
 /// A path inside this checkout (recipes, topologies, lock file). `LAB_REPO_DIR` overrides the
-/// checkout the binary was built from, for a `lab` binary copied elsewhere.
+/// checkout the binary was built from, for a `lab` binary copied elsewhere. Under nextest the
+/// workspace it names (`NEXTEST_WORKSPACE_ROOT`) wins over the build's: a test run from a
+/// `cargo nextest archive` on another machine has it remapped (`--workspace-remap`) to the
+/// sources unpacked there, where the build machine's checkout does not exist.
 pub fn repo_path(relative: &str) -> std::path::PathBuf {
-    let root = std::env::var_os("LAB_REPO_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            let lab = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-            lab.parent().unwrap_or(lab).to_path_buf()
-        });
-    root.join(relative)
+    repo_root().join(relative)
 }
+
+fn repo_root() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("LAB_REPO_DIR").filter(|d| !d.is_empty()) {
+        return std::path::PathBuf::from(dir);
+    }
+    // Only a workspace that is this repository: a program of another workspace run by nextest
+    // could use the library too.
+    if let Some(dir) = std::env::var_os("NEXTEST_WORKSPACE_ROOT").filter(|d| !d.is_empty()) {
+        let dir = std::path::PathBuf::from(dir);
+        if dir.join("images/lock.toml").is_file() {
+            return dir;
+        }
+    }
+    let lab = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    lab.parent().unwrap_or(lab).to_path_buf()
+}
+
+/// Whether this process runs from a `cargo nextest archive` (see `.ci/archive`): the sources it
+/// reads were unpacked from the archive, which holds every binary the tests need, so nothing
+/// may be built (there may be no cargo, and no target dir of a build).
+pub fn from_archive() -> bool {
+    repo_path(ARCHIVE_MARKER).is_file()
+}
+
+/// The file `.ci/archive` leaves at the root of the sources it puts in the archive.
+pub const ARCHIVE_MARKER: &str = ".lab-archive";

@@ -246,7 +246,7 @@ fn default_one() -> u32 {
 pub fn topologies_dir() -> PathBuf {
     match std::env::var_os(TOPOLOGIES_DIR_ENV) {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../topologies")),
+        _ => crate::repo_path("topologies"),
     }
 }
 

@@ -16,15 +16,25 @@ struct Agent {
     dir: tempfile::TempDir,
 }
 
+/// The agent the build script left in `OUT_DIR`: the runner's `OUT_DIR` (nextest sets it, remapped
+/// when the tests run from an archive on another machine), else the build's.
+fn agent_binary() -> PathBuf {
+    std::env::var_os("OUT_DIR")
+        .map(|dir| Path::new(&dir).join("lab-agent"))
+        .filter(|path| path.is_file())
+        .unwrap_or_else(|| AGENT_BINARY_PATH.into())
+}
+
 impl Agent {
     async fn spawn() -> (Agent, UnixStream) {
         let dir = tempfile::tempdir().expect("tempdir");
         let sock = dir.path().join("agent.sock");
-        let child = Command::new(AGENT_BINARY_PATH)
+        let binary = agent_binary();
+        let child = Command::new(&binary)
             .arg("--serve-unix")
             .arg(&sock)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {AGENT_BINARY_PATH}: {e}"));
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
         let mut agent = Agent { child, dir };
         let start = Instant::now();
         let stream = loop {

@@ -8,8 +8,23 @@ use lab::report::merge::{merge, Field};
 use lab::report::{html, RunRecord};
 use serde_json::{json, Value};
 
+/// The package's directory as the runner gives it (nextest remaps it when the tests run from an
+/// archive on another machine), else where this file was built.
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf())
+}
+
+/// The `lab` binary: nextest's path for it (remapped in an archive run), else cargo's.
+fn lab_binary() -> PathBuf {
+    std::env::var_os("NEXTEST_BIN_EXE_lab")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_lab")))
+}
+
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    manifest_dir()
         .join("tests/fixtures")
         .join(format!("{name}.record.json"))
 }
@@ -262,8 +277,8 @@ fn cli_writes_pages_and_merges() {
     let record = dir.path().join("run/record.json");
     std::fs::create_dir_all(record.parent().unwrap()).unwrap();
     std::fs::copy(fixture("s1-cross-llc-a"), &record).unwrap();
-    let lab = env!("CARGO_BIN_EXE_lab");
-    let out = std::process::Command::new(lab)
+    let lab = lab_binary();
+    let out = std::process::Command::new(&lab)
         .args(["report", "--html"])
         .arg(dir.path())
         .output()
@@ -282,7 +297,7 @@ fn cli_writes_pages_and_merges() {
     check_structure(&std::fs::read_to_string(&page).unwrap(), &a);
 
     let merged_dir = dir.path().join("merged");
-    let out = std::process::Command::new(lab)
+    let out = std::process::Command::new(&lab)
         .args(["report", "merge"])
         .arg(fixture("s1-cross-llc-a"))
         .arg(fixture("s1-cross-llc-b"))
@@ -305,7 +320,7 @@ fn cli_writes_pages_and_merges() {
     assert_eq!(back.boots().len(), 20);
 
     // A bad group-by field and a bad record are refused with their names.
-    let out = std::process::Command::new(lab)
+    let out = std::process::Command::new(&lab)
         .args(["report", "merge", "--group-by", "host"])
         .arg(&merged_dir)
         .output()
@@ -314,7 +329,7 @@ fn cli_writes_pages_and_merges() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a field to group by"));
     let broken = dir.path().join("broken.json");
     std::fs::write(&broken, "{\"schema_version\": 2}").unwrap();
-    let out = std::process::Command::new(lab)
+    let out = std::process::Command::new(&lab)
         .args(["report", "--html"])
         .arg(&broken)
         .output()

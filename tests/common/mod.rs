@@ -8,11 +8,20 @@ use lab::Lab;
 
 /// The lab for this test process (provisioning is cached across processes). Progress (builds,
 /// boots of an experiment) goes to stderr as plain lines, which nextest shows for failures.
+/// With `LAB_REQUIRE_KVM=1` (the hardware CI job) a lab without KVM fails the test: no VM test
+/// may fall back to TCG there.
 pub async fn lab() -> Lab {
     lab::progress::install_for_stderr();
-    Lab::from_env_async()
+    let lab = Lab::from_env_async()
         .await
-        .unwrap_or_else(|e| panic!("the lab could not start on this host: {e:#}"))
+        .unwrap_or_else(|e| panic!("the lab could not start on this host: {e:#}"));
+    if lab::skip::kvm_required() {
+        lab::skip::require_kvm(
+            &lab,
+            "LAB_REQUIRE_KVM=1: no VM test may fall back to TCG on this host.",
+        );
+    }
+    lab
 }
 
 /// Whether process `pid` still exists (zombies count as gone: they hold no resources and

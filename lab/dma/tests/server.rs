@@ -24,6 +24,14 @@ struct Server {
     _dir: tempfile::TempDir,
 }
 
+/// The device model: nextest's path for it (remapped when the tests run from an archive on
+/// another machine), else cargo's.
+fn lab_dma() -> PathBuf {
+    std::env::var_os("NEXTEST_BIN_EXE_lab-dma")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_lab-dma")))
+}
+
 fn start(args: &[&str]) -> Server {
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("dev.sock");
@@ -32,7 +40,7 @@ fn start(args: &[&str]) -> Server {
 
 fn start_at(dir: tempfile::TempDir, socket: PathBuf, args: &[&str]) -> Server {
     let log = dir.path().join("dev.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lab-dma"))
+    let mut child = Command::new(lab_dma())
         .arg("--socket")
         .arg(&socket)
         .arg("--log")
@@ -217,7 +225,7 @@ fn a_stale_socket_is_replaced_but_a_live_one_is_not() {
     assert!(socket.exists());
     let mut s = start_at(dir, socket.clone(), &["--device", "ptdma"]);
     // A second server on the same, live socket must refuse.
-    let out = Command::new(env!("CARGO_BIN_EXE_lab-dma"))
+    let out = Command::new(lab_dma())
         .args(["--device", "ptdma", "--socket"])
         .arg(&socket)
         .output()
@@ -237,7 +245,7 @@ fn a_stale_socket_is_replaced_but_a_live_one_is_not() {
 
 #[test]
 fn bad_arguments_are_rejected() {
-    let out = Command::new(env!("CARGO_BIN_EXE_lab-dma"))
+    let out = Command::new(lab_dma())
         .args([
             "--device",
             "ioat",
@@ -249,7 +257,7 @@ fn bad_arguments_are_rejected() {
         .output()
         .expect("run");
     assert!(!out.status.success());
-    let out = Command::new(env!("CARGO_BIN_EXE_lab-dma"))
+    let out = Command::new(lab_dma())
         .args(["--device", "ioat", "--socket", "/nonexistent-dir/x.sock"])
         .output()
         .expect("run");

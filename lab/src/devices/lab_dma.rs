@@ -106,8 +106,9 @@ pub fn qemu_args(id: &str, addr: &str, socket: &Path) -> Vec<String> {
 }
 
 /// The `lab-dma` binary: `LAB_DMA_BIN`, else the one cargo builds beside the running
-/// executable (test binaries live in `deps/`, one level further down), built now if missing or
-/// stale.
+/// executable (test binaries live in `deps/`, one level further down). In a checkout it is built
+/// now if missing or stale; run from a `cargo nextest archive` ([`crate::from_archive`]) it is the
+/// archived one, and nothing is built.
 pub fn dma_binary() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("LAB_DMA_BIN") {
         return Ok(PathBuf::from(path));
@@ -119,6 +120,17 @@ pub fn dma_binary() -> Result<PathBuf> {
         .to_path_buf();
     if profile_dir.file_name().is_some_and(|n| n == "deps") {
         profile_dir.pop();
+    }
+    if crate::from_archive() {
+        let path = profile_dir.join("lab-dma");
+        if !path.is_file() {
+            bail!(
+                "running from a nextest archive, but it has no lab-dma at {} (`.ci/archive` puts \
+                 it there); set LAB_DMA_BIN to a built lab-dma binary",
+                path.display()
+            );
+        }
+        return Ok(path);
     }
     build_dma_binary(&profile_dir)
 }

@@ -676,7 +676,7 @@ fn render_table_shows_the_shape() {
 // --- shipped files ----------------------------------------------------------------------------
 
 fn shipped_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../topologies"))
+    crate::repo_path("topologies")
 }
 
 #[test]
