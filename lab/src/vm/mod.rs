@@ -169,9 +169,8 @@ impl Vm {
         for (index, device) in spec.devices.iter().enumerate() {
             device.validate(index, spec.topology.nr_cpus())?;
         }
-        spec.topology
-            .check_pins_on_host()
-            .map_err(anyhow::Error::msg)?;
+        // Pins and node bindings against this host, before anything starts.
+        spec.topology.check_on_host().map_err(anyhow::Error::msg)?;
         for (index, device) in spec.devices.iter().enumerate() {
             let running = device
                 .start(index, dir.path(), &spec.log_dir)
