@@ -13,6 +13,7 @@ pub mod devices;
 pub mod experiment;
 pub mod guest;
 pub mod host;
+pub mod host_topology;
 pub mod hosts;
 pub mod image;
 pub mod kernel;

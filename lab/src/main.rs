@@ -176,6 +176,32 @@ enum TopologyCmd {
     List,
     /// Show one topology as a table, with the QEMU mapping used.
     Show { name: String },
+    /// Write a topology mirroring this host (nodes, LLCs, SMT, distances), every vCPU pinned to
+    /// the host CPU it mirrors and node memory bound to its host node.
+    FromHost {
+        /// The directory read as /sys (a recorded tree, e.g. lab/tests/fixtures/hosts/NAME).
+        #[arg(long, default_value = "/sys")]
+        sysfs: PathBuf,
+        /// At most this many vCPUs: the first cores of every LLC are dropped (and left to QEMU's
+        /// other threads and the device models) until it fits.
+        #[arg(long)]
+        max_cpus: Option<u32>,
+        /// The topology's name (default: the output file's name, else `host`).
+        #[arg(long)]
+        name: Option<String>,
+        /// Memory per NUMA node (bytes or K/M/G/T).
+        #[arg(long, default_value = "2G")]
+        memory: String,
+        /// QEMU -cpu model (default by vendor: Skylake-Server-v4, EPYC-v4, else qemu64; `host`
+        /// boots only under KVM).
+        #[arg(long)]
+        cpu_model: Option<String>,
+        /// Write the file here (refused if it exists, unless --force); default: standard output.
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -339,6 +365,15 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 print!("{}", Topology::by_name(&name)?.render_table());
                 Ok(0)
             }
+            TopologyCmd::FromHost {
+                sysfs,
+                max_cpus,
+                name,
+                memory,
+                cpu_model,
+                output,
+                force,
+            } => topology_from_host(sysfs, max_cpus, name, &memory, cpu_model, output, force),
         },
         Cmd::Run {
             topology,
@@ -594,6 +629,68 @@ fn host(command: HostCmd) -> Result<i32> {
 }
 
 /// `lab bench [SUBCOMMAND]`: measures through the library, prints here.
+/// `lab topology from-host`: the mirror of a (recorded) host as a topology file.
+fn topology_from_host(
+    sysfs: PathBuf,
+    max_cpus: Option<u32>,
+    name: Option<String>,
+    memory: &str,
+    cpu_model: Option<String>,
+    output: Option<PathBuf>,
+    force: bool,
+) -> Result<i32> {
+    use lab::host_topology::{HostTopology, MirrorOptions};
+    let stem = output
+        .as_ref()
+        .and_then(|o| o.file_stem())
+        .and_then(|s| s.to_str())
+        .map(str::to_string);
+    if let (Some(name), Some(stem)) = (&name, &stem) {
+        if name != stem {
+            anyhow::bail!(
+                "--name {name:?} differs from the output file's name {stem:?}: lab finds topologies by file name, so the two must agree"
+            );
+        }
+    }
+    let name = name.or(stem).unwrap_or_else(|| "host".to_string());
+    let node_memory =
+        lab::topology::parse_size(memory).map_err(|e| anyhow::anyhow!("--memory: {e}"))?;
+    let host = HostTopology::read(&sysfs)?;
+    let mut options = MirrorOptions::named(&name);
+    options.file = output.clone();
+    options.max_cpus = max_cpus;
+    options.node_memory = Some(node_memory);
+    options.cpu_model = cpu_model;
+    let mirror = host.mirror(&options)?;
+    match output {
+        None => print!("{}", mirror.text),
+        Some(path) => {
+            if path.exists() && !force {
+                anyhow::bail!("{} exists; pass --force to replace it", path.display());
+            }
+            std::fs::write(&path, &mirror.text)
+                .with_context(|| format!("writing {}", path.display()))?;
+            // What `lab` will read back, name included.
+            Topology::load(&path)?;
+            let t = &mirror.topology;
+            eprintln!(
+                "wrote {}: {} vCPUs in {} node(s), {} LLC(s), pinned to host CPUs {}; housekeeping {}",
+                path.display(),
+                t.nr_cpus(),
+                t.nodes().len(),
+                t.llcs().len(),
+                lab::topology::format_cpulist(&t.pinning().values().copied().collect::<Vec<_>>()),
+                if mirror.housekeeping.is_empty() {
+                    "none".to_string()
+                } else {
+                    lab::topology::format_cpulist(&mirror.housekeeping)
+                }
+            );
+        }
+    }
+    Ok(0)
+}
+
 async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: bool) -> Result<i32> {
     let exe = std::env::current_exe().context("finding the lab binary to benchmark")?;
     match command {

@@ -174,6 +174,52 @@ pub fn watch_parent() {
     });
 }
 
+/// Makes `cmd` start on `cpus` only (`sched_setaffinity` before exec), so every thread it
+/// creates inherits that set: QEMU's I/O, RCU and worker threads and the device models run on
+/// the housekeeping CPUs of a pinned topology. QEMU's vCPU threads are then moved one by one.
+/// CPUs at or above [`crate::topology::MAX_HOST_CPUS`] are left out of the set.
+pub fn restrict_to_cpus(cmd: &mut Command, cpus: &[u32]) {
+    // SAFETY: a zeroed cpu_set_t is valid and CPU_SET stays within it (ids are bounded above).
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &cpu in cpus {
+            if (cpu as usize) < crate::topology::MAX_HOST_CPUS {
+                libc::CPU_SET(cpu as usize, &mut set);
+            }
+        }
+        set
+    };
+    // SAFETY: sched_setaffinity is a plain syscall, async-signal-safe between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The CPUs a thread or process may run on (`sched_getaffinity`).
+pub fn affinity_of(tid: u32) -> std::io::Result<Vec<u32>> {
+    // SAFETY: a zeroed cpu_set_t is valid; the kernel fills it; CPU_ISSET stays within it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(
+            tid as libc::pid_t,
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &mut set,
+        ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok((0..crate::topology::MAX_HOST_CPUS)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .map(|c| c as u32)
+            .collect())
+    }
+}
+
 /// A synchronous child in its own process group.
 #[derive(Debug)]
 pub struct GroupChild {
@@ -419,5 +465,21 @@ mod tests {
             "tool or its child outlived the killed lab: {watched:?}"
         );
         println!("gone {:?} after the kill", start.elapsed());
+    }
+
+    /// A child restricted to one CPU (one this process may use) runs there, and so does every
+    /// thread it starts: its affinity is set before exec.
+    #[test]
+    fn restrict_to_cpus_sets_the_childs_affinity_before_exec() {
+        let own = affinity_of(0).unwrap();
+        let cpu = *own.last().unwrap();
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        restrict_to_cpus(&mut cmd, &[cpu]);
+        let child = spawn_in_group(&mut cmd).unwrap();
+        assert_eq!(affinity_of(child.id()).unwrap(), vec![cpu]);
+        drop(child);
+        // Our own affinity is untouched.
+        assert_eq!(affinity_of(0).unwrap(), own);
     }
 }

@@ -15,6 +15,7 @@
 //! [[node]]                         # NUMA node 0 (nodes are numbered in file order)
 //! cpus = "0-3"                     # Linux cpulist
 //! memory = "2G"                    # bytes, or with a K/M/G/T suffix (binary); whole MiB
+//! host_node = 0                    # optional: host NUMA node its memory is bound to
 //! [[node]]                         # NUMA node 1
 //! cpus = "4-7"
 //! memory = "2G"
@@ -35,8 +36,15 @@
 //! - SMT siblings are consecutive groups of `threads_per_core` ids (QEMU numbers threads so), and
 //!   must share an LLC. An LLC is a contiguous range inside one node and one socket.
 //! - Every node has memory. The distance matrix is square (one row per node), symmetric, 10 on
-//!   the diagonal and 11..=254 elsewhere. Pins name existing vCPUs, each at most once.
+//!   the diagonal and 11..=254 elsewhere. Pins name existing vCPUs, each at most once, and
+//!   host CPUs below 1024, each at most once. `host_node` is below 128 (QEMU's limit).
 //! - Unknown keys are errors.
+//!
+//! Before a boot, a file that pins or binds is checked against the host
+//! ([`Topology::check_against`], with [`crate::host_topology::HostTopology`]): pinned host CPUs
+//! online, every `host_node` present with enough free memory for the guest nodes bound to it.
+//! The online host CPUs no vCPU is pinned to are the housekeeping set: QEMU's other threads and
+//! the device models run there.
 //!
 //! # Mapping to QEMU
 //!
@@ -49,6 +57,7 @@
 //! which mapping applies and why.
 
 mod cpulist;
+mod host;
 mod qemu;
 #[cfg(test)]
 mod tests;
@@ -74,6 +83,8 @@ const MIB: u64 = 1 << 20;
 /// Host CPUs a pin may name: the size of the affinity set (`cpu_set_t`) the lab passes to
 /// `sched_setaffinity`.
 pub const MAX_HOST_CPUS: usize = 1024;
+/// Host nodes a `host_node` may name: QEMU's `host-nodes` takes node ids below 128.
+pub const MAX_HOST_NODES: u32 = 128;
 
 /// What is wrong with a topology file, for callers that match on it; the message has details.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +118,7 @@ pub enum InvalidKind {
     PinLength,
     PinHostRange,
     PinHostTwice,
+    HostNode,
 }
 
 /// Errors from loading or finding a topology. Every message starts with the file (or directory).
@@ -158,6 +170,9 @@ pub struct Node {
     pub id: u32,
     pub cpus: Vec<u32>,
     pub memory_bytes: u64,
+    /// The host NUMA node its memory is bound to (`host_node`; QEMU `host-nodes`,
+    /// `policy=bind`), if the file says.
+    pub host_node: Option<u32>,
 }
 
 /// A last-level-cache group (id = position in the file, or the socket when none are declared).
@@ -187,6 +202,8 @@ pub struct Topology {
     distances: Vec<Vec<u32>>,
     distances_declared: bool,
     pinning: BTreeMap<u32, u32>,
+    /// vCPU -> index of the `[[pin]]` table that pins it, for messages.
+    pinned_by: BTreeMap<u32, usize>,
     mapping: Mapping,
 }
 
@@ -218,6 +235,8 @@ struct RawNode {
     cpus: String,
     // Optional here so that a missing memory gets our message naming `node[i].memory`.
     memory: Option<String>,
+    #[serde(default)]
+    host_node: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -385,36 +404,6 @@ impl Topology {
         &self.pinning
     }
 
-    /// Checks the pin map against the host's online CPUs (a cpulist, as in
-    /// `/sys/devices/system/cpu/online`) before anything starts.
-    pub fn check_pins_against(&self, online: &str) -> Result<(), String> {
-        if self.pinning.is_empty() {
-            return Ok(());
-        }
-        let online = parse_cpulist(online.trim())
-            .map_err(|e| format!("the host's online CPU list {online:?}: {e}"))?;
-        for (vcpu, host) in &self.pinning {
-            if !online.contains(host) {
-                return Err(format!(
-                    "{}: [[pin]] puts vCPU {vcpu} on host CPU {host}, which is not online here \
-                     (online: {})",
-                    self.file.display(),
-                    format_cpulist(&online)
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// [`Self::check_pins_against`] this host.
-    pub fn check_pins_on_host(&self) -> Result<(), String> {
-        if self.pinning.is_empty() {
-            return Ok(());
-        }
-        let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
-            .map_err(|e| format!("reading the host's online CPUs: {e}"))?;
-        self.check_pins_against(&online)
-    }
     pub fn mapping(&self) -> Mapping {
         self.mapping
     }
@@ -619,10 +608,23 @@ fn validate(raw: RawTopology, file: PathBuf, text: &str) -> Result<Topology, Top
                 format!("{memory_bytes} bytes is not a whole number of MiB (QEMU memory backends need that)"),
             ));
         }
+        if let Some(h) = n.host_node {
+            if h >= MAX_HOST_NODES {
+                return Err(c.err(
+                    format!("node[{i}].host_node"),
+                    K::HostNode,
+                    format!(
+                        "is {h}: QEMU binds memory to host nodes 0-{}",
+                        MAX_HOST_NODES - 1
+                    ),
+                ));
+            }
+        }
         nodes.push(Node {
             id: i as u32,
             cpus,
             memory_bytes,
+            host_node: n.host_node,
         });
     }
     let total_memory = nodes
@@ -974,6 +976,7 @@ fn validate(raw: RawTopology, file: PathBuf, text: &str) -> Result<Topology, Top
         distances,
         distances_declared,
         pinning,
+        pinned_by,
         mapping,
     })
 }

@@ -51,13 +51,15 @@ impl Engine {
         }
     }
 
-    /// Spawns the device model on a socket in `socket_dir` and waits until it listens. Returns
-    /// the process (killed with its group on drop), the socket and the model's log.
+    /// Spawns the device model on a socket in `socket_dir` and waits until it listens; with
+    /// `cpus`, the model runs on those host CPUs only (a pinned topology's housekeeping set).
+    /// Returns the process (killed with its group on drop), the socket and the model's log.
     pub async fn start(
         &self,
         index: usize,
         socket_dir: &Path,
         log_dir: &Path,
+        cpus: Option<&[u32]>,
     ) -> Result<(AsyncGroupChild, PathBuf, PathBuf)> {
         let binary = dma_binary()?;
         let socket = socket_dir.join(format!("dev{index}.sock"));
@@ -71,6 +73,9 @@ impl Engine {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
+        if let Some(cpus) = cpus {
+            crate::process::restrict_to_cpus(&mut cmd, cpus);
+        }
         let mut child = spawn_async_in_group(cmd)?;
         let stdout = child.child.stdout.take().context("no lab-dma stdout")?;
         let mut lines = BufReader::new(stdout).lines();

@@ -218,12 +218,14 @@ impl DeviceSpec {
     }
 
     /// Starts the device's host side; `scratch` is the VM's private directory (sockets, backing
-    /// files; removed with the VM), `log_dir` where device logs are kept.
+    /// files; removed with the VM), `log_dir` where device logs are kept, `cpus` the host CPUs
+    /// a device-model process may run on (a pinned topology's housekeeping set).
     pub async fn start(
         &self,
         index: usize,
         scratch: &Path,
         log_dir: &Path,
+        cpus: Option<&[u32]>,
     ) -> Result<RunningDevice> {
         let addr = format!("{:#x}", FIRST_SLOT + index);
         let id = format!("dev{index}");
@@ -238,7 +240,7 @@ impl DeviceSpec {
         };
         match &self.kind {
             DeviceKind::LabDma(engine) => {
-                let (child, socket, log) = engine.start(index, scratch, log_dir).await?;
+                let (child, socket, log) = engine.start(index, scratch, log_dir, cpus).await?;
                 running.qemu_args = lab_dma::qemu_args(&id, &addr, &socket);
                 running.process = Some(child);
                 running.log = Some(log);

@@ -57,7 +57,7 @@ impl Topology {
 
     /// Arguments that give the guest this topology. The caller adds machine, accelerator,
     /// kernel and devices. Node memory is a shared memfd (`share=on`) so that vfio-user device
-    /// processes can map guest RAM.
+    /// processes can map guest RAM, bound to its `host_node` when the file names one.
     pub fn qemu_args(&self) -> QemuTopology {
         let n = self.nr_cpus();
         let t = self.threads_per_core();
@@ -70,12 +70,18 @@ impl Topology {
             format!("{}M", self.total_memory_bytes() / MIB),
         ];
         for node in self.nodes() {
-            args.push("-object".into());
-            args.push(format!(
+            let mut backend = format!(
                 "memory-backend-memfd,id=ram{},size={}M,share=on",
                 node.id,
                 node.memory_bytes / MIB
-            ));
+            );
+            // The node's pages come only from the host node it mirrors (mbind MPOL_BIND, applied
+            // as pages are first touched).
+            if let Some(host) = node.host_node {
+                backend.push_str(&format!(",host-nodes={host},policy=bind"));
+            }
+            args.push("-object".into());
+            args.push(backend);
         }
         for node in self.nodes() {
             let mut spec = format!("node,nodeid={0},memdev=ram{0}", node.id);

@@ -381,10 +381,36 @@ fn pins_are_checked_against_the_host_before_boot() {
     assert!(t.check_pins_against("0-3\n").is_ok());
     let err = t.check_pins_against("0-2").unwrap_err();
     assert!(
-        err.starts_with(FILE) && err.contains("host CPU 3") && err.contains("online: 0-2"),
+        err.starts_with(FILE)
+            && err.contains("pin[0].host")
+            && err.contains("vCPU 1 on host CPU 3")
+            && err.contains("online: 0-2"),
         "{err}"
     );
     assert!(parse(BASE).unwrap().check_pins_against("0").is_ok());
+}
+
+#[test]
+fn host_node_is_bounded_and_binds_the_node_memory() {
+    let text = replaced(
+        "memory = \"2G\"\n[[node]]",
+        "memory = \"2G\"\nhost_node = 128\n[[node]]",
+    );
+    let msg = assert_invalid(&text, InvalidKind::HostNode, "node[0].host_node");
+    assert!(msg.contains("0-127"), "{msg}");
+    let text = replaced(
+        "memory = \"2G\"\n[[node]]",
+        "memory = \"2G\"\nhost_node = 3\n[[node]]",
+    );
+    let t = parse(&text).unwrap();
+    assert_eq!(t.nodes()[0].host_node, Some(3));
+    assert_eq!(t.nodes()[1].host_node, None);
+    let args = t.qemu_args().args;
+    assert_eq!(
+        args[5],
+        "memory-backend-memfd,id=ram0,size=2048M,share=on,host-nodes=3,policy=bind"
+    );
+    assert_eq!(args[7], "memory-backend-memfd,id=ram1,size=2048M,share=on");
 }
 
 #[test]

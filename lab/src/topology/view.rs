@@ -125,9 +125,12 @@ impl Topology {
                 .iter()
                 .map(u32::to_string)
                 .collect();
+            let bind = n.host_node.map_or_else(String::new, |h| {
+                format!("  (memory bound to host node {h})")
+            });
             let _ = writeln!(
                 s,
-                "{:<4}  {:<8}  {:<16}  {}",
+                "{:<4}  {:<8}  {:<16}  {}{bind}",
                 n.id,
                 format_size(n.memory_bytes),
                 format_cpulist(&n.cpus),

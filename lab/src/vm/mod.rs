@@ -169,12 +169,21 @@ impl Vm {
         for (index, device) in spec.devices.iter().enumerate() {
             device.validate(index, spec.topology.nr_cpus())?;
         }
-        spec.topology
-            .check_pins_on_host()
-            .map_err(anyhow::Error::msg)?;
+        // Pins and node bindings against this host, before anything starts.
+        let host = spec.topology.check_on_host().map_err(anyhow::Error::msg)?;
+        let housekeeping = host
+            .as_ref()
+            .and_then(|h| spec.topology.housekeeping_cpus(h.online()));
+        if !spec.topology.pinning().is_empty() && housekeeping.is_none() {
+            tracing::warn!(
+                vm = %spec.name,
+                "{}: the [[pin]] map takes every online host CPU, so QEMU's other threads and the device models run unpinned",
+                spec.topology.file().display()
+            );
+        }
         for (index, device) in spec.devices.iter().enumerate() {
             let running = device
-                .start(index, dir.path(), &spec.log_dir)
+                .start(index, dir.path(), &spec.log_dir, housekeeping.as_deref())
                 .await
                 .with_context(|| format!("starting device {index} of {}", spec.name))?;
             device_args.extend(running.qemu_args.iter().cloned());
@@ -187,6 +196,10 @@ impl Vm {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // Every QEMU thread starts on the housekeeping CPUs; pin_vcpus then moves the vCPUs.
+        if let Some(cpus) = &housekeeping {
+            process::restrict_to_cpus(&mut cmd, cpus);
+        }
         tracing::info!(vm = %spec.name, accel = spec.accel.name(), "starting QEMU");
         let started = Instant::now();
         let mut child = process::spawn_async_in_group(cmd)?;

@@ -1,0 +1,344 @@
+//! The host description and its mirror, on the recorded sysfs trees of
+//! `lab/tests/fixtures/hosts/` (2x Xeon Gold 6132, EPYC 7313 in NPS1 and NPS4).
+
+use super::*;
+use crate::topology::{GuestView, Mapping};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hosts")).join(name)
+}
+
+fn host(name: &str) -> HostTopology {
+    HostTopology::read(fixture(name)).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+fn shipped(name: &str) -> Topology {
+    Topology::load(
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../topologies"))
+            .join(format!("{name}.toml")),
+    )
+    .unwrap()
+}
+
+fn mirror(host_name: &str) -> Mirror {
+    host(host_name)
+        .mirror(&MirrorOptions::named("m"))
+        .unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+type Shape = (
+    String,
+    u32,
+    u32,
+    Mapping,
+    Vec<(Vec<u32>, u64)>,
+    Vec<Vec<u32>>,
+    Vec<Vec<u32>>,
+    GuestView,
+    Vec<String>,
+);
+
+/// Everything that makes two topologies the same machine for a guest; not name, pins or
+/// memory binding.
+fn shape(t: &Topology) -> Shape {
+    // The QEMU line without the memory backends' host binding.
+    let args = t
+        .qemu_args()
+        .args
+        .into_iter()
+        .map(|a| match a.find(",host-nodes=") {
+            Some(i) => a[..i].to_string(),
+            None => a,
+        })
+        .collect();
+    (
+        t.cpu_model().to_string(),
+        t.sockets(),
+        t.threads_per_core(),
+        t.mapping(),
+        t.nodes()
+            .iter()
+            .map(|n| (n.cpus.clone(), n.memory_bytes))
+            .collect(),
+        t.llcs().iter().map(|l| l.cpus.clone()).collect(),
+        t.distances().to_vec(),
+        t.guest_view(),
+        args,
+    )
+}
+
+#[test]
+fn reads_the_recorded_xeon() {
+    let h = host("xeon-gold-6132-2s");
+    assert_eq!(h.online(), (0..56).collect::<Vec<_>>());
+    assert_eq!(h.vendor(), Vendor::Intel);
+    let cpu = h.cpu(30).unwrap();
+    assert_eq!((cpu.package, cpu.core_id, cpu.node), (0, 2, 0));
+    assert_eq!(cpu.siblings, vec![2, 30]);
+    // The L3 (index3), not the per-core L1/L2 listed before it.
+    assert_eq!(format_cpulist(&cpu.llc), "0-13,28-41");
+    assert_eq!(
+        h.cpu(14).unwrap().core_id,
+        0,
+        "second package restarts core ids"
+    );
+    assert_eq!(h.llcs().len(), 2);
+    assert_eq!(h.nodes().len(), 2);
+    assert_eq!(h.nodes()[1].distances, vec![21, 10]);
+    assert_eq!(format_cpulist(&h.nodes()[1].cpus), "14-27,42-55");
+    assert_eq!(h.nodes()[0].mem_total, Some(94 << 30));
+    assert_eq!(h.nodes()[0].mem_free, Some(90 << 30));
+}
+
+#[test]
+fn reads_the_recorded_epycs() {
+    let nps1 = host("epyc-7313-nps1");
+    assert_eq!(nps1.vendor(), Vendor::Amd);
+    assert_eq!(nps1.nodes().len(), 1);
+    let llcs: Vec<String> = nps1.llcs().iter().map(|l| format_cpulist(l)).collect();
+    assert_eq!(
+        llcs,
+        ["0-3,16-19", "4-7,20-23", "8-11,24-27", "12-15,28-31"]
+    );
+    let nps4 = host("epyc-7313-nps4");
+    assert_eq!(nps4.nodes().len(), 4);
+    assert_eq!(nps4.cpu(21).unwrap().node, 1);
+    assert_eq!(nps4.nodes()[2].distances, vec![12, 12, 10, 11]);
+    assert_eq!(nps4.nodes()[1].mem_free, Some(29 << 30));
+}
+
+#[test]
+fn from_host_on_the_xeon_gives_the_seed_shape() {
+    let m = mirror("xeon-gold-6132-2s");
+    assert_eq!(shape(&m.topology), shape(&shipped("xeon-gold-6132-2s")));
+    // Siblings n and n+28 on the host are consecutive vCPUs; socket 1 starts at host CPU 14.
+    let p = m.topology.pinning();
+    assert_eq!((p[&0], p[&1], p[&2], p[&3]), (0, 28, 1, 29));
+    assert_eq!((p[&27], p[&28], p[&29], p[&55]), (41, 14, 42, 55));
+    assert!(m.housekeeping.is_empty());
+    assert!(m.text.contains("Housekeeping: none left"), "{}", m.text);
+    let args = m.topology.qemu_args().args;
+    assert!(
+        args.contains(
+            &"memory-backend-memfd,id=ram1,size=2048M,share=on,host-nodes=1,policy=bind".into()
+        ),
+        "{args:?}"
+    );
+    m.topology
+        .check_against(&host("xeon-gold-6132-2s"))
+        .unwrap();
+}
+
+#[test]
+fn from_host_on_the_epycs_gives_the_nps1_and_nps4_shapes() {
+    let nps1 = mirror("epyc-7313-nps1");
+    assert_eq!(shape(&nps1.topology), shape(&shipped("epyc-7313-nps1")));
+    let p = nps1.topology.pinning();
+    // CCX 1 holds host CPUs 4-7 and their siblings 20-23.
+    assert_eq!((p[&8], p[&9], p[&15]), (4, 20, 23));
+    nps1.topology
+        .check_against(&host("epyc-7313-nps1"))
+        .unwrap();
+
+    let nps4 = mirror("epyc-7313-nps4");
+    assert_eq!(shape(&nps4.topology), shape(&shipped("epyc-7313-nps4")));
+    assert_eq!(nps4.topology.mapping(), Mapping::LlcAsSocket);
+    let hosts: Vec<Option<u32>> = nps4.topology.nodes().iter().map(|n| n.host_node).collect();
+    assert_eq!(hosts, [Some(0), Some(1), Some(2), Some(3)]);
+    assert_eq!(nps4.topology.pinning()[&31], 31);
+    nps4.topology
+        .check_against(&host("epyc-7313-nps4"))
+        .unwrap();
+}
+
+#[test]
+fn the_written_file_round_trips_through_the_parser() {
+    for name in ["xeon-gold-6132-2s", "epyc-7313-nps1", "epyc-7313-nps4"] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(format!("{name}-mirror.toml"));
+        let mut options = MirrorOptions::named(format!("{name}-mirror"));
+        options.file = Some(file.clone());
+        let m = host(name).mirror(&options).unwrap();
+        std::fs::write(&file, &m.text).unwrap();
+        let loaded = Topology::load(&file).unwrap_or_else(|e| panic!("{e}\n{}", m.text));
+        assert_eq!(loaded.pinning(), m.topology.pinning());
+        assert_eq!(loaded.nodes(), m.topology.nodes());
+        assert_eq!(loaded.qemu_args(), m.topology.qemu_args());
+        // Every host CPU once.
+        let mut hosts: Vec<u32> = loaded.pinning().values().copied().collect();
+        hosts.sort_unstable();
+        assert_eq!(hosts, host(name).online());
+    }
+}
+
+#[test]
+fn max_cpus_drops_the_first_cores_of_every_llc_for_housekeeping() {
+    let h = host("xeon-gold-6132-2s");
+    let mut options = MirrorOptions::named("small");
+    options.max_cpus = Some(17);
+    let m = h.mirror(&options).unwrap();
+    let t = &m.topology;
+    // 2 LLCs x 4 cores x 2 threads: 8 cores of 17 CPUs' worth, rounded down per LLC.
+    assert_eq!(
+        (
+            t.nr_cpus(),
+            t.sockets(),
+            t.threads_per_core(),
+            t.llcs().len()
+        ),
+        (16, 2, 2, 2)
+    );
+    assert_eq!(format_cpulist(&m.housekeeping), "0-9,14-23,28-37,42-51");
+    assert_eq!(
+        t.housekeeping_cpus(h.online()),
+        Some(m.housekeeping.clone())
+    );
+    let p = t.pinning();
+    assert_eq!((p[&0], p[&1], p[&8]), (10, 38, 24));
+    assert!(
+        m.text
+            .contains("Housekeeping: host CPUs 0-9,14-23,28-37,42-51"),
+        "{}",
+        m.text
+    );
+    t.check_against(&h).unwrap();
+
+    options.max_cpus = Some(3);
+    let err = h.mirror(&options).unwrap_err().to_string();
+    assert!(
+        err.contains("--max-cpus 3") && err.contains("4 vCPUs"),
+        "{err}"
+    );
+
+    // NPS4: one core of each of the four CCXs.
+    options.max_cpus = Some(8);
+    let m = host("epyc-7313-nps4").mirror(&options).unwrap();
+    assert_eq!((m.topology.nr_cpus(), m.topology.nodes().len()), (8, 4));
+    assert_eq!(format_cpulist(&m.topology.nodes()[3].cpus), "6-7");
+}
+
+/// A 2-node guest pinned to host CPUs 0-3, memory bound as `host_nodes` says.
+fn bound(memory: [&str; 2], host_nodes: [u32; 2], pin_host: &str) -> Topology {
+    let text = format!(
+        r#"name = "b"
+sockets = 2
+[[node]]
+cpus = "0-1"
+memory = "{}"
+host_node = {}
+[[node]]
+cpus = "2-3"
+memory = "{}"
+host_node = {}
+[[pin]]
+vcpus = "0-3"
+host = "{pin_host}"
+"#,
+        memory[0], host_nodes[0], memory[1], host_nodes[1]
+    );
+    Topology::from_toml_str(&text, "topologies/b.toml").unwrap()
+}
+
+#[test]
+fn host_checks_name_the_file_and_field() {
+    let xeon = host("xeon-gold-6132-2s");
+    let nps1 = host("epyc-7313-nps1");
+    bound(["2G", "2G"], [0, 1], "0-3")
+        .check_against(&xeon)
+        .unwrap();
+
+    // A pinned host CPU that is not online.
+    let err = mirror("xeon-gold-6132-2s")
+        .topology
+        .check_against(&nps1)
+        .unwrap_err();
+    assert!(
+        err.starts_with("m.toml: pin[")
+            && err.contains("host CPU 32")
+            && err.contains("online: 0-31"),
+        "{err}"
+    );
+    // A host node that does not exist.
+    let err = bound(["2G", "2G"], [0, 1], "0-3")
+        .check_against(&nps1)
+        .unwrap_err();
+    assert!(
+        err.starts_with("topologies/b.toml: node[1].host_node: host node 1 does not exist"),
+        "{err}"
+    );
+    // More than the node's MemFree (node 1 of the NPS4 tree: 29 GiB free).
+    let nps4 = host("epyc-7313-nps4");
+    bound(["29G", "29G"], [0, 1], "0-3")
+        .check_against(&nps4)
+        .unwrap();
+    let err = bound(["1G", "30G"], [0, 1], "0-3")
+        .check_against(&nps4)
+        .unwrap_err();
+    assert!(
+        err.starts_with("topologies/b.toml: node[1].host_node: binds 30 GiB to host node 1")
+            && err.contains("29696 MiB free")
+            && err.contains("node1/meminfo"),
+        "{err}"
+    );
+    // Two guest nodes on one host node count together.
+    let err = bound(["16G", "16G"], [2, 2], "0-3")
+        .check_against(&nps4)
+        .unwrap_err();
+    assert!(
+        err.contains("node[0].host_node: with guest nodes 0, 1 binds 32 GiB to host node 2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn housekeeping_is_the_online_cpus_no_vcpu_takes() {
+    let t = bound(["1G", "1G"], [0, 0], "2-5");
+    let online: Vec<u32> = (0..8).collect();
+    assert_eq!(t.housekeeping_cpus(&online), Some(vec![0, 1, 6, 7]));
+    assert_eq!(t.housekeeping_cpus(&[2, 3, 4, 5]), None, "nothing left");
+    let unpinned = Topology::from_toml_str(
+        "name = \"u\"\n[[node]]\ncpus = \"0-1\"\nmemory = \"1G\"\n",
+        "u.toml",
+    )
+    .unwrap();
+    assert_eq!(unpinned.housekeeping_cpus(&online), None);
+    assert!(!unpinned.needs_host());
+    assert!(t.needs_host());
+}
+
+#[test]
+fn a_host_without_numa_or_caches_is_one_node_and_one_llc_per_package() {
+    let dir = tempfile::tempdir().unwrap();
+    let cpu = dir.path().join("devices/system/cpu");
+    std::fs::create_dir_all(&cpu).unwrap();
+    std::fs::write(cpu.join("online"), "0-3\n").unwrap();
+    for c in 0..4 {
+        let t = cpu.join(format!("cpu{c}/topology"));
+        std::fs::create_dir_all(&t).unwrap();
+        std::fs::write(t.join("physical_package_id"), "0\n").unwrap();
+        std::fs::write(t.join("core_id"), format!("{c}\n")).unwrap();
+        std::fs::write(t.join("thread_siblings_list"), format!("{c}\n")).unwrap();
+    }
+    let h = HostTopology::read(dir.path()).unwrap();
+    assert_eq!(h.nodes().len(), 1);
+    assert_eq!(h.nodes()[0].mem_free, None);
+    assert_eq!(h.cpu(3).unwrap().llc, vec![0, 1, 2, 3]);
+    let m = h.mirror(&MirrorOptions::named("plain")).unwrap();
+    assert_eq!(m.topology.cpu_model(), "qemu64");
+    assert_eq!(m.topology.nodes()[0].host_node, None, "{}", m.text);
+    assert!(m.text.contains("not bound to host nodes"), "{}", m.text);
+}
+
+#[test]
+fn this_hosts_mirror_is_a_valid_topology() {
+    let Ok(h) = HostTopology::this_host() else {
+        eprintln!("SKIPPED: no readable /sys here");
+        return;
+    };
+    let m = h
+        .mirror(&MirrorOptions::named("this-host"))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    Topology::from_toml_str(&m.text, "this-host.toml").unwrap();
+    let online = format_cpulist(h.online());
+    m.topology.check_pins_against(&online).unwrap();
+}
