@@ -12,7 +12,9 @@ use crate::topology::Topology;
 use crate::vm::Vm;
 
 mod wakeups;
-pub use wakeups::{allowed_cpus, task_class, WakeupTrace, Wakeups, HARD_IRQ, SOFT_IRQ};
+pub use wakeups::{
+    allowed_cpus, parse_id_cpulists, task_class, WakeupTrace, Wakeups, HARD_IRQ, SOFT_IRQ,
+};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 

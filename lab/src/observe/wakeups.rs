@@ -203,21 +203,22 @@ pub async fn allowed_cpus(vm: &Vm, pids: &BTreeSet<u32>) -> Result<BTreeMap<u32,
         ))
         .await
         .context("reading the woken tasks' allowed CPUs")?;
-    parse_allowed(&out)
+    parse_id_cpulists(&out)
 }
 
-fn parse_allowed(text: &str) -> Result<BTreeMap<u32, Vec<u32>>> {
+/// `ID CPULIST` lines (a pid or an IRQ number and its CPUs) into a map; blank lines skipped.
+pub fn parse_id_cpulists(text: &str) -> Result<BTreeMap<u32, Vec<u32>>> {
     let mut out = BTreeMap::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let (pid, cpus) = line
+        let (id, cpus) = line
             .trim()
             .split_once(' ')
-            .with_context(|| format!("bad allowed-CPUs line {line:?}"))?;
-        let pid: u32 = pid
+            .with_context(|| format!("bad `ID CPULIST` line {line:?}"))?;
+        let id: u32 = id
             .parse()
-            .with_context(|| format!("bad pid in {line:?}"))?;
+            .with_context(|| format!("bad number in {line:?}"))?;
         out.insert(
-            pid,
+            id,
             parse_cpulist(cpus.trim()).with_context(|| format!("bad CPU list in {line:?}"))?,
         );
     }
@@ -267,9 +268,9 @@ mod tests {
 
     #[test]
     fn allowed_cpus_parse() {
-        let m = parse_allowed("76 5\n300 1-7\n").unwrap();
+        let m = parse_id_cpulists("76 5\n300 1-7\n").unwrap();
         assert_eq!(m[&76], [5]);
         assert_eq!(m[&300], (1..=7).collect::<Vec<_>>());
-        assert!(parse_allowed("76\n").is_err());
+        assert!(parse_id_cpulists("76\n").is_err());
     }
 }

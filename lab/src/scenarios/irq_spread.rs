@@ -19,7 +19,7 @@ use serde_json::json;
 
 use crate::devices::DeviceSpec;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
-use crate::observe::{per_cpu_map, Interrupts};
+use crate::observe::{parse_id_cpulists, per_cpu_map, Interrupts};
 use crate::report::{Direction, Mark, Picture};
 use crate::storage::StorageStack;
 use crate::topology::{format_cpulist, parse_cpulist, parse_size, Topology};
@@ -252,18 +252,7 @@ async fn read_effective(
             "for i in {list}; do echo $i $(cat /proc/irq/$i/effective_affinity_list); done"
         ))
         .await?;
-    let mut map = BTreeMap::new();
-    for line in out.lines().filter(|l| !l.trim().is_empty()) {
-        let (irq, cpus) = line
-            .split_once(' ')
-            .with_context(|| format!("bad effective-affinity line {line:?}"))?;
-        map.insert(
-            irq.parse()
-                .with_context(|| format!("bad IRQ in {line:?}"))?,
-            parse_cpulist(cpus.trim()).with_context(|| format!("bad CPU list in {line:?}"))?,
-        );
-    }
-    Ok(map)
+    parse_id_cpulists(&out).context("reading effective_affinity_list")
 }
 
 /// What moving a vector that is not managed did.
