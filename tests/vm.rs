@@ -314,7 +314,11 @@ async fn a_cached_lab_runs_without_network() {
     let exe = std::env::current_exe().unwrap();
     let lab_bin = exe.parent().and_then(|d| d.parent()).unwrap().join("lab");
     if !lab_bin.exists() {
-        println!("SKIPPED: no lab binary at {}", lab_bin.display());
+        lab::skip::host_lacks(
+            "offline run",
+            &format!("no lab binary at {}", lab_bin.display()),
+            "Build it (`cargo build -p lab`) before the tests.",
+        );
         return;
     }
     let isolated = std::process::Command::new("unshare")
@@ -322,7 +326,11 @@ async fn a_cached_lab_runs_without_network() {
         .status()
         .is_ok_and(|s| s.success());
     if !isolated {
-        println!("SKIPPED: `unshare -n` needs root (or user namespaces)");
+        lab::skip::host_lacks(
+            "offline run",
+            "`unshare -n` failed here",
+            "Run as root or enable unprivileged user namespaces.",
+        );
         return;
     }
     let cache = lab::cache::Cache::from_env().unwrap();

@@ -85,6 +85,15 @@ pub fn kvm_only(lab: &Lab, part: &str, why: &str) -> bool {
     }
 }
 
+/// A part of the calling test this host cannot run for a reason other than KVM (`what` is
+/// missing; `how` enables it): printed as one [`MARKER`] line on stdout and stderr, like a
+/// KVM-only skip, so the run shows it instead of a silent pass.
+pub fn host_lacks(part: &str, what: &str, how: &str) {
+    let line = format!("{MARKER} {}: {part}: {what}. {how}", current_test());
+    println!("{line}");
+    eprintln!("{line}");
+}
+
 /// For a test that needs KVM as a whole (named `..._on_real_hardware`, run only by the `kvm`
 /// nextest profile): panics unless the lab runs guests under KVM.
 pub fn require_kvm(lab: &Lab, why: &str) {
