@@ -897,6 +897,9 @@ pub fn unpack_bundle(archive: &Archive, bundle: &ResolvedBundle, dest: &Path) ->
 mod tests {
     use super::*;
 
+    /// A mirror nothing listens on (the discard port of loopback): network steps fail at once.
+    const UNREACHABLE_MIRROR: &str = "http://127.0.0.1:9/debian";
+
     #[test]
     fn a_root_apt_only_matched_as_a_regex_is_an_error() {
         let out = "NOTE: This is only a simulation!\n\
@@ -924,7 +927,7 @@ mod tests {
 
     /// An apt state whose lists were fetched `age` ago, from a mirror nothing listens on.
     fn unreachable_archive_state(cache: &Cache, age: Duration) -> PathBuf {
-        let mirror = "http://127.0.0.1:9/debian".to_string();
+        let mirror = UNREACHABLE_MIRROR.to_string();
         let archive = {
             let key = hash_parts(&[
                 ("mirror", mirror.as_bytes()),
@@ -949,7 +952,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = Cache::at(dir.path()).unwrap();
         let state = unreachable_archive_state(&cache, Duration::ZERO);
-        let mirror = "http://127.0.0.1:9/debian".to_string();
+        let mirror = UNREACHABLE_MIRROR.to_string();
         let first = Archive::open_at(&cache, mirror.clone()).unwrap();
         let sources = state.join("etc/sources.list");
         let before = fs::metadata(&sources).unwrap();
@@ -992,7 +995,7 @@ mod tests {
         let stamp = state.join("lists/.updated");
         let old = fs::metadata(&stamp).unwrap().modified().unwrap();
         let start = std::time::Instant::now();
-        Archive::open_at(&cache, "http://127.0.0.1:9/debian".into()).unwrap();
+        Archive::open_at(&cache, UNREACHABLE_MIRROR.into()).unwrap();
         let took = start.elapsed();
         assert_eq!(
             fs::metadata(&stamp).unwrap().modified().unwrap(),
@@ -1115,7 +1118,7 @@ mod tests {
     #[test]
     fn an_ubuntu_host_is_named_with_what_the_lab_needs() {
         let noble =
-            "Types: deb\nURIs: http://archive.ubuntu.com/ubuntu/\nSuites: noble noble-updates\n\
+            "Types: deb\nURIs: http://ubuntu-mirror.invalid/ubuntu/\nSuites: noble noble-updates\n\
                      Components: main universe\n";
         let err = mirror_from_texts(&[noble.to_string()])
             .unwrap_err()
