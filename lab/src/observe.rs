@@ -13,7 +13,8 @@ use crate::vm::Vm;
 
 mod wakeups;
 pub use wakeups::{
-    allowed_cpus, parse_id_cpulists, task_class, WakeupTrace, Wakeups, HARD_IRQ, SOFT_IRQ,
+    allowed_cpus, parse_id_cpulists, read_id_cpulists, task_class, WakeupTrace, Wakeups, HARD_IRQ,
+    SOFT_IRQ,
 };
 
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -545,6 +546,23 @@ impl Interrupts {
             .collect()
     }
 
+    /// Per-CPU counts of every IRQ in `irqs` together since `before`, for `nr_cpus` CPUs (a
+    /// device's queue vectors summed: where its completions ran).
+    pub fn delta_summed(
+        &self,
+        before: &Interrupts,
+        irqs: impl IntoIterator<Item = u32>,
+        nr_cpus: usize,
+    ) -> Vec<u64> {
+        let mut sum = vec![0u64; nr_cpus];
+        for irq in irqs {
+            for (slot, n) in sum.iter_mut().zip(self.delta(before, &irq.to_string())) {
+                *slot += n;
+            }
+        }
+        sum
+    }
+
     /// Per-CPU counts of `irq` since `before`.
     pub fn delta(&self, before: &Interrupts, irq: &str) -> Vec<u64> {
         let now = self
@@ -759,6 +777,8 @@ mod tests {
         .unwrap();
         assert_eq!(after.find("ioat-msix"), vec!["24".to_string()]);
         assert_eq!(after.delta(&before, "24"), vec![0, 1000]);
+        // Summed over IRQs; an IRQ the snapshots lack adds nothing.
+        assert_eq!(after.delta_summed(&before, [24, 99], 2), vec![0, 1000]);
     }
 
     /// The head and a few more lines of a lab-minimal v6.12 guest's /proc/vmstat, before and

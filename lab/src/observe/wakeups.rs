@@ -189,20 +189,33 @@ impl Wakeups {
 /// The CPUs each task may run on (`Cpus_allowed_list` of `/proc/PID/status`); tasks that
 /// exited meanwhile are left out.
 pub async fn allowed_cpus(vm: &Vm, pids: &BTreeSet<u32>) -> Result<BTreeMap<u32, Vec<u32>>> {
-    if pids.is_empty() {
-        return Ok(BTreeMap::new());
-    }
-    let list = pids
-        .iter()
-        .map(u32::to_string)
+    read_id_cpulists(
+        vm,
+        pids.iter().copied(),
+        "a=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$id/status 2>/dev/null) && [ -n \"$a\" ] && echo $id $a",
+    )
+    .await
+    .context("reading the woken tasks' allowed CPUs")
+}
+
+/// Runs `line` (shell, with `$id` set) for each id in one guest command and parses its `ID
+/// CPULIST` output; ids whose line prints nothing are left out.
+pub async fn read_id_cpulists(
+    vm: &Vm,
+    ids: impl IntoIterator<Item = u32>,
+    line: &str,
+) -> Result<BTreeMap<u32, Vec<u32>>> {
+    let list = ids
+        .into_iter()
+        .map(|id| id.to_string())
         .collect::<Vec<_>>()
         .join(" ");
+    if list.is_empty() {
+        return Ok(BTreeMap::new());
+    }
     let out = vm
-        .sh(&format!(
-            "for p in {list}; do a=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$p/status 2>/dev/null) && [ -n \"$a\" ] && echo $p $a; done; true"
-        ))
-        .await
-        .context("reading the woken tasks' allowed CPUs")?;
+        .sh(&format!("for id in {list}; do {line}; done; true"))
+        .await?;
     parse_id_cpulists(&out)
 }
 

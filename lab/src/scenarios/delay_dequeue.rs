@@ -224,14 +224,11 @@ impl Scenario for DelayDequeue {
         }
         let result =
             FioResult::parse(&run.stdout_str()).with_context(|| format!("fio in {}", vm.name))?;
-        let mut irq_per_cpu = vec![0u64; boot.topology.nr_cpus() as usize];
-        for irq in &io_irqs {
-            for (cpu, n) in after.delta(&before, &irq.to_string()).iter().enumerate() {
-                if let Some(slot) = irq_per_cpu.get_mut(cpu) {
-                    *slot += n;
-                }
-            }
-        }
+        let irq_per_cpu = after.delta_summed(
+            &before,
+            io_irqs.iter().copied(),
+            boot.topology.nr_cpus() as usize,
+        );
         let hard_irq_pids: BTreeSet<u32> = wakeups.hard_irq_wakees.keys().copied().collect();
         let allowed = allowed_cpus(vm, &hard_irq_pids).await?;
         let metrics = metrics(&wakeups, &allowed, &irq_per_cpu, &result)?;

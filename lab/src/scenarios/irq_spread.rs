@@ -19,7 +19,7 @@ use serde_json::json;
 
 use crate::devices::DeviceSpec;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
-use crate::observe::{parse_id_cpulists, per_cpu_map, Interrupts};
+use crate::observe::{per_cpu_map, read_id_cpulists, Interrupts};
 use crate::report::{Direction, Mark, Picture};
 use crate::storage::StorageStack;
 use crate::topology::{format_cpulist, parse_cpulist, parse_size, Topology};
@@ -200,14 +200,11 @@ impl Scenario for IrqSpread {
             FioResult::parse(&run.stdout_str()).with_context(|| format!("fio in {}", vm.name))?;
         // Effective targets after the run: x86 moves a vector when it next fires.
         let effective = read_effective(vm, io.iter().map(|v| v.irq)).await?;
-        let mut per_cpu = vec![0u64; topology.nr_cpus() as usize];
-        for v in io {
-            for (cpu, n) in after.delta(&before, &v.irq.to_string()).iter().enumerate() {
-                if let Some(slot) = per_cpu.get_mut(cpu) {
-                    *slot += n;
-                }
-            }
-        }
+        let per_cpu = after.delta_summed(
+            &before,
+            io.iter().map(|v| v.irq),
+            topology.nr_cpus() as usize,
+        );
         let moved = if params.move_admin_vector {
             Some(move_vector(vm, admin.irq, topology.nr_cpus() - 1).await?)
         } else {
@@ -241,18 +238,13 @@ async fn read_effective(
     vm: &crate::vm::Vm,
     irqs: impl Iterator<Item = u32>,
 ) -> Result<BTreeMap<u32, Vec<u32>>> {
-    let irqs: Vec<u32> = irqs.collect();
-    let list = irqs
-        .iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(" ");
-    let out = vm
-        .sh(&format!(
-            "for i in {list}; do echo $i $(cat /proc/irq/$i/effective_affinity_list); done"
-        ))
-        .await?;
-    parse_id_cpulists(&out).context("reading effective_affinity_list")
+    read_id_cpulists(
+        vm,
+        irqs,
+        "echo $id $(cat /proc/irq/$id/effective_affinity_list)",
+    )
+    .await
+    .context("reading effective_affinity_list")
 }
 
 /// What moving a vector that is not managed did.
