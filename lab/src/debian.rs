@@ -38,7 +38,8 @@ use crate::cache::{hash_parts, sha256_file, Cache, CacheLock};
 /// name no release get the newest version any suite has, which is trixie's for everything else.
 pub const SUITES: &[&str] = &["trixie", "trixie-updates", "trixie-backports", "bookworm"];
 
-/// The keys of Debian's archive.
+/// The keys of Debian's archive (`LAB_DEBIAN_KEYRING` names another keyring, for a mirror
+/// that signs with keys of its own).
 const KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
 
 /// Lists older than this are refreshed (`LAB_APT_REFRESH=1` forces a refresh).
@@ -58,6 +59,7 @@ pub struct Archive {
     cache: Cache,
     state: PathBuf,
     mirror: String,
+    keyring: PathBuf,
     _lock: std::sync::Arc<CacheLock>,
 }
 
@@ -74,13 +76,21 @@ impl Archive {
     /// another process or thread has it open.
     pub fn open(cache: &Cache) -> Result<Archive> {
         let mirror = host_mirror()?;
-        if !Path::new(KEYRING).exists() {
-            bail!("{KEYRING} is missing: install debian-archive-keyring (apt checks Debian's signatures with it)");
-        }
-        Archive::open_at(cache, mirror)
+        let keyring = match std::env::var_os("LAB_DEBIAN_KEYRING") {
+            Some(path) => {
+                let path = PathBuf::from(path);
+                if !path.is_file() {
+                    bail!("LAB_DEBIAN_KEYRING: {} is not a file", path.display());
+                }
+                path
+            }
+            None if Path::new(KEYRING).exists() => PathBuf::from(KEYRING),
+            None => bail!("{KEYRING} is missing: install debian-archive-keyring (apt checks Debian's signatures with it)"),
+        };
+        Archive::open_at(cache, mirror, keyring)
     }
 
-    fn open_at(cache: &Cache, mirror: String) -> Result<Archive> {
+    fn open_at(cache: &Cache, mirror: String, keyring: PathBuf) -> Result<Archive> {
         let key = hash_parts(&[
             ("mirror", mirror.as_bytes()),
             ("suites", SUITES.join(" ").as_bytes()),
@@ -91,6 +101,7 @@ impl Archive {
             cache: cache.clone(),
             state,
             mirror,
+            keyring,
             _lock: std::sync::Arc::new(lock),
         };
         archive.prepare()?;
@@ -103,7 +114,10 @@ impl Archive {
         }
         let sources: String = SUITES
             .iter()
-            .map(|suite| format!("deb [signed-by={KEYRING}] {} {suite} main\n", self.mirror))
+            .map(|suite| {
+                let keyring = self.keyring.display();
+                format!("deb [signed-by={keyring}] {} {suite} main\n", self.mirror)
+            })
             .collect();
         write_if_changed(&self.state.join("etc/sources.list"), sources.as_bytes())?;
         let stamp = self.state.join("lists/.updated");
@@ -953,14 +967,14 @@ mod tests {
         let cache = Cache::at(dir.path()).unwrap();
         let state = unreachable_archive_state(&cache, Duration::ZERO);
         let mirror = UNREACHABLE_MIRROR.to_string();
-        let first = Archive::open_at(&cache, mirror.clone()).unwrap();
+        let first = Archive::open_at(&cache, mirror.clone(), KEYRING.into()).unwrap();
         let sources = state.join("etc/sources.list");
         let before = fs::metadata(&sources).unwrap();
         let opened = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let second = std::thread::spawn({
             let (cache, opened, mirror) = (cache.clone(), opened.clone(), mirror.clone());
             move || {
-                let archive = Archive::open_at(&cache, mirror).unwrap();
+                let archive = Archive::open_at(&cache, mirror, KEYRING.into()).unwrap();
                 opened.store(true, std::sync::atomic::Ordering::SeqCst);
                 drop(archive);
             }
@@ -995,7 +1009,7 @@ mod tests {
         let stamp = state.join("lists/.updated");
         let old = fs::metadata(&stamp).unwrap().modified().unwrap();
         let start = std::time::Instant::now();
-        Archive::open_at(&cache, UNREACHABLE_MIRROR.into()).unwrap();
+        Archive::open_at(&cache, UNREACHABLE_MIRROR.into(), KEYRING.into()).unwrap();
         let took = start.elapsed();
         assert_eq!(
             fs::metadata(&stamp).unwrap().modified().unwrap(),

@@ -188,8 +188,10 @@ fn have_tools() -> bool {
     };
     let all = ok("make") && ok("patch") && ok("tar") && ok("gcc") && ok("ld");
     if !all {
-        eprintln!(
-            "skipping: needs make, patch, tar, gcc and ld (apt-get install build-essential patch)"
+        lab::skip::host_lacks(
+            "fake kernel builds",
+            "make, patch, tar, gcc or ld is missing",
+            "Install them (`apt-get install build-essential patch`).",
         );
     }
     all

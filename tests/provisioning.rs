@@ -1,0 +1,586 @@
+//! A lab SIGKILLed while it provisions a guest image leaves nothing running and nothing half
+//! made, and the next run builds the image.
+//!
+//! The image comes from a Debian archive of the test's own: a signed repository served on
+//! loopback by a small HTTP server that can stall a package download half way, holding one
+//! stand-in `busybox-static` whose `busybox` can be made to hang while the image is assembled.
+//! The lab finds it through `LAB_DEBIAN_MIRROR`, `LAB_DEBIAN_KEYRING` and a copy of the lock file
+//! without the default image's bundle; QEMU and the kernel come from the cache as in every VM
+//! test. Every process the lab starts carries a marker in its environment, so the test counts
+//! what outlived the lab (apt-get and its download method, dpkg-deb, the hanging busybox and
+//! its child) whatever their names.
+
+mod common;
+
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lab::cache::sha256_file;
+
+/// The stand-in package: a name the default image's recipe asks for, a version Debian never had.
+const PACKAGE: &str = "busybox-static";
+const VERSION: &str = "1:9.9-lab1";
+const DEB_FILE: &str = "busybox-static_9.9-lab1_amd64.deb";
+
+/// How long the survivors of a killed lab may take to go (the issue's bound).
+const GONE_WITHIN: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lab_killed_while_provisioning_an_image_leaves_nothing_running_or_half_built() {
+    // QEMU and the kernel first (cached: the suite's setup script provisions them), so the runs
+    // below only build the image.
+    drop(common::lab().await);
+    let exe = std::env::current_exe().unwrap();
+    let lab_bin = exe.parent().and_then(|d| d.parent()).unwrap().join("lab");
+    if !lab_bin.exists() {
+        lab::skip::host_lacks(
+            "image provisioning kill test",
+            &format!("no lab binary at {}", lab_bin.display()),
+            "Build it (`cargo build -p lab`) before the tests.",
+        );
+        return;
+    }
+    for tool in ["gpg", "gpgconf", "dpkg-deb"] {
+        if !on_path(tool) {
+            lab::skip::host_lacks(
+                "image provisioning kill test",
+                &format!("no `{tool}` to build and sign the test's Debian archive"),
+                "Install gpg and dpkg (`apt-get install gpg dpkg`); .ci/run does.",
+            );
+            return;
+        }
+    }
+    let work = tempfile::tempdir().unwrap();
+    let archive = FakeArchive::build(work.path());
+    let server = Server::start(archive.root.clone());
+    let cache = lab::cache::Cache::from_env().unwrap();
+    let _cleanup = Cleanup {
+        apt_dirs_before: entries(&cache.dir("apt")),
+        cache: cache.clone(),
+    };
+
+    // A copy of the lock without the default image's bundle: the lab resolves it again, from
+    // the test's archive (every other bundle stays as locked, so nothing else asks apt).
+    let lock_path = work.path().join("lock.toml");
+    let mut lock = lab::debian::LockFile::load(&lab::debian::LockFile::default_path()).unwrap();
+    lock.bundles.retain(|b| b.name != "guest-default");
+    lock.save(&lock_path).unwrap();
+
+    let mark = format!("{}-{}", std::process::id(), work.path().display());
+    let hang = work.path().join("hang");
+    let lab_cmd = |log: &str| {
+        let mut cmd = Command::new(&lab_bin);
+        cmd.args(["prepare", "--kernels", "v6.12", "--images", "default"])
+            .env("LAB_DEBIAN_MIRROR", server.url())
+            .env("LAB_DEBIAN_KEYRING", &archive.keyring)
+            .env("LAB_LOCK_FILE", &lock_path)
+            .env("LAB_KILL_TEST_MARK", &mark)
+            .env("LAB_TEST_BUSYBOX_HANG", &hang)
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(work.path().join(format!("{log}.out"))).unwrap())
+            .stderr(fs::File::create(work.path().join(format!("{log}.err"))).unwrap());
+        cmd
+    };
+    let log = |name: &str| {
+        fs::read_to_string(work.path().join(format!("{name}.err"))).unwrap_or_default()
+    };
+    let staging_before = entries(&cache.dir("images").join(".staging"));
+
+    // 1. Killed while apt downloads the package: apt-get and its http method are running.
+    server.stall_debs(true);
+    let first = lab_cmd("first").spawn().unwrap();
+    let first = wait_until(
+        first,
+        Duration::from_secs(180),
+        || server.stalled(),
+        || log("first"),
+    );
+    let survivors = kill_and_count(first, &mark);
+    assert!(
+        survivors.is_empty(),
+        "killed during the download, these outlived the lab by {GONE_WITHIN:?}: {survivors:?}"
+    );
+    assert!(
+        fake_images(&cache).is_empty(),
+        "an image entry appeared although the download never finished"
+    );
+
+    // 2. Killed while the image is assembled: the package is in, busybox hangs listing its
+    // applets (a child of its own waiting), the entry's staging directory exists.
+    server.stall_debs(false);
+    fs::write(&hang, b"").unwrap();
+    let second = lab_cmd("second").spawn().unwrap();
+    let hang_child = hang.with_extension("child");
+    let second = wait_until(
+        second,
+        Duration::from_secs(180),
+        || hang_child.exists(),
+        || log("second"),
+    );
+    let staging_during = entries(&cache.dir("images").join(".staging"));
+    let partial: Vec<_> = staging_during
+        .difference(&staging_before)
+        .cloned()
+        .collect();
+    assert!(
+        !partial.is_empty(),
+        "no staging directory while the image was being assembled"
+    );
+    let survivors = kill_and_count(second, &mark);
+    assert!(
+        survivors.is_empty(),
+        "killed while assembling the image, these outlived the lab by {GONE_WITHIN:?}: \
+         {survivors:?}"
+    );
+    assert!(
+        fake_images(&cache).is_empty(),
+        "a half-built image became an entry"
+    );
+
+    // 3. The next run sweeps the dead build's staging directory, checks the (possibly torn)
+    // download and builds the image.
+    fs::remove_file(&hang).unwrap();
+    let third = lab_cmd("third").status().unwrap();
+    assert!(
+        third.success(),
+        "the run after the kills failed:\n{}",
+        log("third")
+    );
+    let images = fake_images(&cache);
+    assert_eq!(
+        images.len(),
+        1,
+        "entries holding the stand-in package: {images:?}"
+    );
+    let staging_after = entries(&cache.dir("images").join(".staging"));
+    let left: Vec<_> = partial
+        .iter()
+        .filter(|p| staging_after.contains(*p))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the killed build's staging dirs are still there: {left:?}"
+    );
+    println!(
+        "package downloads started: {}; image {} built after two kills",
+        server.deb_requests(),
+        images[0].display()
+    );
+}
+
+/// Removes, pass or fail, the cache entries only this test can use: images of the stand-in
+/// package and the apt state of the test's archive (the lock copy and the archive go with the
+/// test's temporary directory).
+struct Cleanup {
+    cache: lab::cache::Cache,
+    apt_dirs_before: std::collections::BTreeSet<PathBuf>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for image in fake_images(&self.cache) {
+            fs::remove_dir_all(image).ok();
+        }
+        for dir in entries(&self.cache.dir("apt")).difference(&self.apt_dirs_before) {
+            fs::remove_dir_all(dir).ok();
+        }
+    }
+}
+
+fn on_path(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+fn entries(dir: &Path) -> std::collections::BTreeSet<PathBuf> {
+    fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Complete image entries built from the stand-in package.
+fn fake_images(cache: &lab::cache::Cache) -> Vec<PathBuf> {
+    entries(&cache.dir("images"))
+        .into_iter()
+        .filter(|dir| {
+            fs::read_to_string(dir.join("manifest.json"))
+                .is_ok_and(|m| m.contains(&format!("{PACKAGE}={VERSION}")))
+        })
+        .collect()
+}
+
+/// Waits for `ready` while the lab runs; a lab that exits first, or a wait past `limit`, fails
+/// the test with the lab's log.
+fn wait_until(
+    mut child: Child,
+    limit: Duration,
+    ready: impl Fn() -> bool,
+    log: impl Fn() -> String,
+) -> Child {
+    let start = Instant::now();
+    while !ready() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "the lab ended ({status}) before the point to kill it:\n{}",
+                log()
+            );
+        }
+        if start.elapsed() > limit {
+            child.kill().ok();
+            panic!(
+                "the lab did not reach the point to kill it in {limit:?}:\n{}",
+                log()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// SIGKILLs the lab and returns what still runs with `mark` in its environment after
+/// [`GONE_WITHIN`] (killing those, so a failure leaves nothing behind either).
+fn kill_and_count(mut child: Child, mark: &str) -> Vec<String> {
+    let before = marked_processes(mark);
+    assert!(
+        before.len() > 1,
+        "the lab had started nothing to outlive it: {before:?}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = Instant::now();
+    let mut left = marked_processes(mark);
+    while !left.is_empty() && killed.elapsed() < GONE_WITHIN {
+        std::thread::sleep(Duration::from_millis(20));
+        left = marked_processes(mark);
+    }
+    println!(
+        "killed the lab with {} processes: {before:?}; {} left after {:?}",
+        before.len(),
+        left.len(),
+        killed.elapsed()
+    );
+    for (pid, _) in &left {
+        unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+    }
+    left.into_iter()
+        .map(|(pid, cmd)| format!("{pid} {cmd}"))
+        .collect()
+}
+
+/// Live processes whose environment holds `LAB_KILL_TEST_MARK=mark`, with their command lines.
+fn marked_processes(mark: &str) -> Vec<(u32, String)> {
+    let needle = format!("LAB_KILL_TEST_MARK={mark}");
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(environ) = fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ
+            .split(|&b| b == 0)
+            .any(|var| var == needle.as_bytes())
+            && common::process_alive(pid)
+        {
+            let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            found.push((pid, cmdline.trim().to_string()));
+        }
+    }
+    found
+}
+
+/// A signed Debian repository with the stand-in package in `trixie` and every other suite the
+/// lab reads present and empty.
+struct FakeArchive {
+    root: PathBuf,
+    keyring: PathBuf,
+    gnupg: PathBuf,
+}
+
+impl FakeArchive {
+    fn build(work: &Path) -> FakeArchive {
+        let root = work.join("archive");
+        let pool = root.join("pool/main/b/busybox-static");
+        fs::create_dir_all(&pool).unwrap();
+        let deb = pool.join(DEB_FILE);
+        build_package(&work.join("package"), &deb);
+
+        // gpg's agent socket lives in the home directory: keep its path short.
+        let gnupg = tempfile::Builder::new()
+            .prefix("lab-gpg")
+            .tempdir_in("/tmp")
+            .unwrap()
+            .keep();
+        let gpg = |args: &[&str]| {
+            let out = Command::new("gpg")
+                .arg("--homedir")
+                .arg(&gnupg)
+                .args([
+                    "--batch",
+                    "--yes",
+                    "--pinentry-mode",
+                    "loopback",
+                    "--passphrase",
+                    "",
+                ])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "gpg {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            out.stdout
+        };
+        gpg(&[
+            "--quick-gen-key",
+            "lab provisioning test <archive@lab.invalid>",
+            "ed25519",
+            "sign",
+            "never",
+        ]);
+        let keyring = work.join("archive-keyring.gpg");
+        fs::write(&keyring, gpg(&["--export"])).unwrap();
+
+        let size = fs::metadata(&deb).unwrap().len();
+        let stanza = format!(
+            "Package: {PACKAGE}\nVersion: {VERSION}\nArchitecture: amd64\n\
+             Maintainer: lab <archive@lab.invalid>\nInstalled-Size: 1100\n\
+             Filename: pool/main/b/busybox-static/{DEB_FILE}\nSize: {}\nSHA256: {}\n\
+             Description: stand-in busybox for the lab's provisioning test\n\n",
+            size,
+            sha256_file(&deb).unwrap()
+        );
+        let date = Command::new("date")
+            .env("LC_ALL", "C")
+            .args(["-u", "+%a, %d %b %Y %H:%M:%S UTC"])
+            .output()
+            .unwrap()
+            .stdout;
+        let date = String::from_utf8(date).unwrap();
+        for suite in lab::debian::SUITES {
+            let dist = root.join("dists").join(suite);
+            let packages = if *suite == "trixie" {
+                stanza.as_str()
+            } else {
+                ""
+            };
+            fs::create_dir_all(dist.join("main/binary-amd64")).unwrap();
+            let index = dist.join("main/binary-amd64/Packages");
+            fs::write(&index, packages).unwrap();
+            let release = format!(
+                "Origin: lab-test\nLabel: lab-test\nSuite: {suite}\nCodename: {suite}\n\
+                 Date: {}\nArchitectures: amd64\nComponents: main\n\
+                 Description: the lab's provisioning test archive\nSHA256:\n \
+                 {} {} main/binary-amd64/Packages\n",
+                date.trim(),
+                sha256_file(&index).unwrap(),
+                packages.len()
+            );
+            fs::write(dist.join("Release"), &release).unwrap();
+            let release_path = dist.join("Release");
+            let signed = gpg(&[
+                "--clearsign",
+                "--output",
+                "-",
+                release_path.to_str().unwrap(),
+            ]);
+            fs::write(dist.join("InRelease"), signed).unwrap();
+        }
+        FakeArchive {
+            root,
+            keyring,
+            gnupg,
+        }
+    }
+}
+
+impl Drop for FakeArchive {
+    fn drop(&mut self) {
+        // gpg started an agent for the key: it goes with the home directory.
+        Command::new("gpgconf")
+            .arg("--homedir")
+            .arg(&self.gnupg)
+            .args(["--kill", "all"])
+            .status()
+            .ok();
+        fs::remove_dir_all(&self.gnupg).ok();
+    }
+}
+
+/// The stand-in `busybox-static`: `busybox --list-full` names two applets, after hanging (with
+/// a child of its own, pids written beside the file) while `$LAB_TEST_BUSYBOX_HANG` exists; and
+/// a MiB of incompressible padding, so the download can be held half way.
+fn build_package(dir: &Path, deb: &Path) {
+    fs::create_dir_all(dir.join("DEBIAN")).unwrap();
+    fs::write(
+        dir.join("DEBIAN/control"),
+        format!(
+            "Package: {PACKAGE}\nVersion: {VERSION}\nArchitecture: amd64\n\
+             Maintainer: lab <archive@lab.invalid>\n\
+             Description: stand-in busybox for the lab's provisioning test\n"
+        ),
+    )
+    .unwrap();
+    let bin = dir.join("usr/bin");
+    fs::create_dir_all(&bin).unwrap();
+    fs::write(
+        bin.join("busybox"),
+        "#!/bin/sh\n\
+         h=\"$LAB_TEST_BUSYBOX_HANG\"\n\
+         if [ -n \"$h\" ] && [ -e \"$h\" ]; then\n\
+         \x20 echo $$ > \"$h.pid\"\n\
+         \x20 sleep 300 &\n\
+         \x20 echo $! > \"$h.child.tmp\" && mv \"$h.child.tmp\" \"$h.child\"\n\
+         \x20 wait\n\
+         fi\n\
+         printf 'bin/sh\\nbin/ls\\n'\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(bin.join("busybox"), fs::Permissions::from_mode(0o755)).unwrap();
+    let pad = dir.join("usr/share/lab-provisioning-test");
+    fs::create_dir_all(&pad).unwrap();
+    // xorshift64: incompressible enough that gzip keeps the MiB.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let noise: Vec<u8> = (0..(1 << 20))
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    fs::write(pad.join("padding"), noise).unwrap();
+    let out = Command::new("dpkg-deb")
+        .args(["-Zgzip", "--root-owner-group", "--build"])
+        .arg(dir)
+        .arg(deb)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "dpkg-deb: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A loopback HTTP/1.1 server for the archive's files, one request per connection. While
+/// stalling, a `.deb` response stops after its first 64 KiB until stalling is switched off or
+/// the client goes.
+struct Server {
+    port: u16,
+    state: Arc<ServerState>,
+}
+
+#[derive(Default)]
+struct ServerState {
+    stall: AtomicBool,
+    stalled: AtomicBool,
+    deb_requests: AtomicUsize,
+}
+
+impl Server {
+    fn start(root: PathBuf) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(ServerState::default());
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (root, state) = (root.clone(), shared.clone());
+                std::thread::spawn(move || serve(stream, &root, &state));
+            }
+        });
+        Server { port, state }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/debian", self.port)
+    }
+
+    fn stall_debs(&self, on: bool) {
+        self.state.stall.store(on, Ordering::SeqCst);
+    }
+
+    /// Whether a download is being held half way.
+    fn stalled(&self) -> bool {
+        self.state.stalled.load(Ordering::SeqCst)
+    }
+
+    fn deb_requests(&self) -> usize {
+        self.state.deb_requests.load(Ordering::SeqCst)
+    }
+}
+
+fn serve(stream: TcpStream, root: &Path, state: &ServerState) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut request = String::new();
+    if reader.read_line(&mut request).is_err() {
+        return;
+    }
+    // The headers are read and ignored (no ranges, no conditional requests: always all of it).
+    loop {
+        let mut line = String::new();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) if line == "\r\n" || line == "\n" => break,
+            Ok(_) => {}
+        }
+    }
+    let mut stream = stream;
+    let path = request.split_whitespace().nth(1).unwrap_or("/");
+    let file = path
+        .strip_prefix("/debian/")
+        .filter(|p| !p.split('/').any(|part| part == ".."))
+        .map(|p| root.join(p));
+    let Some(body) = file.and_then(|f| fs::read(f).ok()) else {
+        let _ = stream
+            .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        return;
+    };
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    );
+    if stream.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    let mut sent = 0;
+    if path.ends_with(".deb") {
+        state.deb_requests.fetch_add(1, Ordering::SeqCst);
+        if state.stall.load(Ordering::SeqCst) {
+            sent = 64 * 1024;
+            if stream.write_all(&body[..sent]).is_err() || stream.flush().is_err() {
+                return;
+            }
+            state.stalled.store(true, Ordering::SeqCst);
+            let start = Instant::now();
+            while state.stall.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(300) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    let _ = stream.write_all(&body[sent..]);
+}
