@@ -268,6 +268,12 @@ enum ReportCmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Mark the tests that passed with parts skipped here (their LAB-SKIP lines: no KVM, a
+    /// missing host tool) as skipped in nextest JUnit reports, in place, and list them.
+    JunitSkips {
+        #[arg(required = true, value_name = "JUNIT_XML")]
+        files: Vec<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -534,6 +540,25 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 }),
             ..
         } => merge(&dirs, &group_by, out),
+        Cmd::Report {
+            command: Some(ReportCmd::JunitSkips { files }),
+            ..
+        } => {
+            for file in files {
+                let skipped = lab::report::junit::mark_skips_in_file(&file)?;
+                println!(
+                    "{}: {} test(s) with skipped parts marked skipped",
+                    file.display(),
+                    skipped.len()
+                );
+                for test in skipped {
+                    for line in test.lines {
+                        println!("  {}: {line}", test.suite);
+                    }
+                }
+            }
+            Ok(0)
+        }
         Cmd::Report {
             command: None,
             html,

@@ -19,6 +19,7 @@ use thiserror::Error;
 use crate::stats::{Change, Significance, StatsError, Summary, Verdict};
 
 pub mod html;
+pub mod junit;
 pub mod merge;
 
 /// Which way a metric should move for a variant to count as better. Only used to word the
