@@ -31,6 +31,18 @@ pub enum MapError {
         #[source]
         source: vm_memory::mmap::MmapRegionError,
     },
+    #[error(
+        "DMA_MAP of {size:#x} bytes at {address:#x} (fd offset {offset:#x}, file pages of \
+         {page:#x} bytes): mmap failed: {source}"
+    )]
+    PageMmap {
+        address: u64,
+        size: u64,
+        offset: u64,
+        page: u64,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("DMA_MAP of {size:#x} bytes at {address:#x}: range wraps the address space")]
     Range { address: u64, size: u64 },
     #[error("DMA_MAP at {address:#x}: region table rejected it: {reason}")]
@@ -77,6 +89,43 @@ pub struct GuestRam {
     update: Arc<Mutex<()>>,
     /// Bus Master Enable; read-locked by every access for one burst.
     port: Arc<RwLock<bool>>,
+    /// The mmaps behind regions that start inside a file page (see [`PageMapping`]), dropped
+    /// once no view holds their region.
+    page_mappings: Arc<Mutex<Vec<PageMapping>>>,
+}
+
+/// A DMA region whose fd offset is not a multiple of its file's page size. Guest RAM backed by
+/// hugepages (a hugetlbfs memfd) has 2 MiB or 1 GiB pages, and QEMU maps its RAM in pieces at
+/// offsets such as 1 MiB (after the legacy VGA and ROM holes); mmap takes only page-aligned
+/// offsets there. The mapping starts at the page below, and the region the engines see starts
+/// at the region's own first byte, so the bytes before it (the holes QEMU left out) stay out of
+/// reach. vm-memory cannot own such a mapping (its region would start at the page), so this
+/// does, and unmaps it once the region is gone from every view.
+struct PageMapping {
+    base: *mut libc::c_void,
+    len: usize,
+    /// The region's first byte (`base` plus the offset's distance from its page).
+    region: *mut u8,
+}
+
+// SAFETY: the mapping is plain shared memory; the raw pointers are only compared and unmapped.
+unsafe impl Send for PageMapping {}
+
+impl Drop for PageMapping {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are exactly what mmap returned, and no view holds the region
+        // any more (see `GuestRam::drop_unused_page_mappings`).
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+/// The page size of `file`'s filesystem (`st_blksize`: the hugepage size on hugetlbfs).
+fn file_page_size(file: &File) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata()
+        .map(|m| m.blksize())
+        .unwrap_or(4096)
+        .max(4096)
 }
 
 impl Default for GuestRam {
@@ -93,6 +142,7 @@ impl GuestRam {
             writable: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
             update: Arc::new(Mutex::new(())),
             port: Arc::new(RwLock::new(true)),
+            page_mappings: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -128,6 +178,20 @@ impl GuestRam {
         offset: u64,
         writable: bool,
     ) -> Result<(), MapError> {
+        let page = file_page_size(&file);
+        self.map_in_pages(address, size, file, offset, writable, page)
+    }
+
+    /// [`Self::map`] for a file whose mmap offsets must be multiples of `page`.
+    fn map_in_pages(
+        &self,
+        address: u64,
+        size: u64,
+        file: File,
+        offset: u64,
+        writable: bool,
+        page: u64,
+    ) -> Result<(), MapError> {
         if size == 0 {
             return Ok(());
         }
@@ -140,18 +204,58 @@ impl GuestRam {
         } else {
             libc::PROT_READ
         };
-        let mmap = MmapRegion::build(
-            Some(FileOffset::new(file, offset)),
-            len,
-            prot,
-            libc::MAP_SHARED | libc::MAP_NORESERVE,
-        )
-        .map_err(|source| MapError::Mmap {
-            address,
-            size,
-            offset,
-            source,
-        })?;
+        let flags = libc::MAP_SHARED | libc::MAP_NORESERVE;
+        let (mmap, page_mapping) = if offset.is_multiple_of(page) {
+            let mmap = MmapRegion::build(Some(FileOffset::new(file, offset)), len, prot, flags)
+                .map_err(|source| MapError::Mmap {
+                    address,
+                    size,
+                    offset,
+                    source,
+                })?;
+            (mmap, None)
+        } else {
+            let into_page = offset % page;
+            let page_err = |source| MapError::PageMmap {
+                address,
+                size,
+                offset,
+                page,
+                source,
+            };
+            let map_len = (size + into_page)
+                .checked_next_multiple_of(page)
+                .and_then(|l| usize::try_from(l).ok())
+                .ok_or(MapError::Range { address, size })?;
+            let start = libc::off_t::try_from(offset - into_page)
+                .map_err(|_| MapError::Range { address, size })?;
+            use std::os::fd::AsRawFd;
+            // SAFETY: a new shared mapping of the client's file; nothing else refers to it yet.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    map_len,
+                    prot,
+                    flags,
+                    file.as_raw_fd(),
+                    start,
+                )
+            };
+            if base == libc::MAP_FAILED {
+                return Err(page_err(std::io::Error::last_os_error()));
+            }
+            let mapping = PageMapping {
+                base,
+                len: map_len,
+                // SAFETY: `into_page + size <= map_len`, inside the mapping just made.
+                region: unsafe { base.cast::<u8>().add(into_page as usize) },
+            };
+            // SAFETY: `region..region + len` lies inside `mapping`, which lives until no view
+            // holds this region (`drop_unused_page_mappings`); prot and flags are the mmap's.
+            let mmap = unsafe { MmapRegion::build_raw(mapping.region, len, prot, flags) }
+                .map_err(|e| page_err(std::io::Error::other(e.to_string())))?;
+            (mmap, Some(mapping))
+        };
         let region = Arc::new(
             GuestRegionMmap::new(mmap, GuestAddress(address))
                 .ok_or(MapError::Range { address, size })?,
@@ -190,7 +294,25 @@ impl GuestRam {
                 })?
                 .replace(next);
         }
+        if let Some(mapping) = page_mapping {
+            self.page_mappings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(mapping);
+        }
+        self.drop_unused_page_mappings();
         Ok(())
+    }
+
+    /// Unmaps the [`PageMapping`]s whose region no view holds any more. Called with the port
+    /// held exclusively, so no access has a view with such a region in hand.
+    fn drop_unused_page_mappings(&self) {
+        let all = self.all.memory();
+        let held: Vec<*mut u8> = all.iter().map(|r| r.as_ptr()).collect();
+        self.page_mappings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|m| held.contains(&m.region));
     }
 
     /// Drops every mapping that intersects `[address, address + size)`; `all` drops everything.
@@ -225,6 +347,7 @@ impl GuestRam {
                 dropped_total = dropped;
             }
         }
+        self.drop_unused_page_mappings();
         dropped_total
     }
 
@@ -490,6 +613,104 @@ mod tests {
     }
 
     /// Lines of /proc/self/maps that map the memfd called `name`.
+    #[test]
+    fn a_region_inside_a_file_page_maps_from_the_page_and_shows_nothing_before_it() {
+        // 64 KiB "pages" on a plain memfd stand in for hugetlbfs's 2 MiB ones.
+        let name = c"guest-ram-paged";
+        let file = named_memfd(name, 0x4_0000);
+        let bytes: Vec<u8> = (0..0x4_0000u32).map(|i| (i / 7) as u8).collect();
+        file.write_all_at(&bytes, 0).expect("fill");
+        let ram = GuestRam::new();
+        let before = mappings_of("guest-ram-paged");
+        ram.map_in_pages(0x10_0000, 0x1_0000, file, 0x1_8000, true, 0x1_0000)
+            .expect("map inside a page");
+        assert_eq!(mappings_of("guest-ram-paged"), before + 1);
+        let mut got = vec![0u8; 0x1_0000];
+        ram.read(0x10_0000, &mut got).expect("the region");
+        assert_eq!(
+            got,
+            bytes[0x1_8000..0x2_8000],
+            "region starts at its own offset"
+        );
+        assert!(
+            ram.read(0xf_ffff, &mut [0u8; 1]).is_err(),
+            "the page's bytes before it"
+        );
+        assert!(ram.read(0x11_0000, &mut [0u8; 1]).is_err(), "past its end");
+        ram.write(0x10_0010, &[0xaa]).expect("write");
+        assert_eq!(ram.unmap(0x10_0000, 0x1_0000, false), 1);
+        assert_eq!(
+            mappings_of("guest-ram-paged"),
+            before,
+            "unmapped with its region"
+        );
+        // An overlapping map drops it as well.
+        let again = named_memfd(name, 0x4_0000);
+        ram.map_in_pages(
+            0x10_0000,
+            0x1_0000,
+            again.try_clone().unwrap(),
+            0x8000,
+            true,
+            0x1_0000,
+        )
+        .expect("map");
+        ram.map(0x10_8000, 0x1000, again, 0, true).expect("overlap");
+        assert_eq!(
+            mappings_of("guest-ram-paged"),
+            before + 1,
+            "only the new plain map"
+        );
+    }
+
+    /// Guest RAM of hugepages as QEMU maps it: a region 1 MiB into a 2 MiB page. Needs free
+    /// 2 MiB hugepages on the host (`.ci/run` reserves them).
+    #[test]
+    fn hugetlb_memory_maps_at_an_offset_inside_a_hugepage() {
+        // SAFETY: memfd_create with a NUL-terminated name; the fd is checked and owned.
+        let fd = unsafe {
+            libc::memfd_create(
+                c"guest-ram-huge".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_HUGETLB | libc::MFD_HUGE_2MB,
+            )
+        };
+        let file = (fd >= 0)
+            // SAFETY: fresh descriptor we own.
+            .then(|| File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+            .filter(|f| f.set_len(4 << 20).is_ok());
+        let Some(file) = file else {
+            println!(
+                "LAB-SKIP hugetlb_memory_maps_at_an_offset_inside_a_hugepage: no 2 MiB hugetlb \
+                 memfd here ({}). Reserve hugepages as root: `echo 8 > \
+                 /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages`.",
+                std::io::Error::last_os_error()
+            );
+            return;
+        };
+        assert_eq!(file_page_size(&file), 2 << 20);
+        let ram = GuestRam::new();
+        ram.map(
+            0x10_0000,
+            0x30_0000,
+            file.try_clone().unwrap(),
+            0x10_0000,
+            true,
+        )
+        .expect("a region 1 MiB into a hugepage");
+        // Whole pages of the same file at another guest address see the bytes.
+        ram.map(0x1_0000_0000, 4 << 20, file, 0, false)
+            .expect("aligned");
+        ram.write(0x10_0000, b"first").expect("write");
+        ram.write(0x3f_fffb, b"last!").expect("write at the end");
+        let mut got = [0u8; 5];
+        ram.read(0x1_0010_0000, &mut got).expect("read");
+        assert_eq!(&got, b"first");
+        ram.read(0x1_003f_fffb, &mut got).expect("read");
+        assert_eq!(&got, b"last!");
+        assert!(ram.read(0xf_ffff, &mut [0u8; 1]).is_err());
+        assert_eq!(ram.unmap(0, 0, true), 2);
+    }
+
     fn mappings_of(name: &str) -> usize {
         let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
         maps.lines().filter(|l| l.contains(name)).count()
