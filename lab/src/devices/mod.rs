@@ -372,7 +372,25 @@ impl RunningDevice {
     pub fn pci_address(&self) -> String {
         pci_address(self.index)
     }
+
+    /// The guest RAM this device model could not map so far (its log's [`MAP_FAILED`] lines):
+    /// the device would fault on that memory, so a boot with any fails.
+    pub fn map_failures(&self) -> Vec<String> {
+        let Some(log) = &self.log else {
+            return Vec::new();
+        };
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(MAP_FAILED))
+            .map(|l| l.trim().to_string())
+            .collect()
+    }
 }
+
+/// What `lab-dma` logs when it cannot map a region of guest RAM the client offered
+/// (lab/dma/src/server.rs).
+pub const MAP_FAILED: &str = "DMA_MAP failed";
 
 const DMA_READY: &str = "ls -d $dev/dma/dma*chan* > /dev/null 2>&1";
 const NVME_READY: &str = "ls -d $dev/nvme/nvme*/nvme*n* > /dev/null 2>&1";

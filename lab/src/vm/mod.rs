@@ -265,6 +265,22 @@ impl Vm {
             "agent said hello"
         );
         pin_vcpus(&qmp, &spec.topology).await?;
+        // QEMU has offered the device models all of guest RAM by now: one that could not map
+        // a part of it would fault there, and an experiment would measure a broken device.
+        for device in &devices {
+            if let Some(first) = device.map_failures().first() {
+                anyhow::bail!(
+                    "guest {name}: device {} ({:?}) could not map guest RAM (log {}): {first}",
+                    device.index,
+                    device.spec.kind,
+                    device
+                        .log
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new("-"))
+                        .display()
+                );
+            }
+        }
         let boot_time = started.elapsed();
         tracing::info!(vm = %name, ?boot_time, kernel = %hello.kernel_release, "guest ready");
         Ok(Vm {
