@@ -4,7 +4,9 @@
 
 mod common;
 
+use lab::devices::{bind_and_pin, DeviceSpec};
 use lab::topology::{parse_cpulist, Topology};
+use lab::workload::Dmatest;
 use lab::BootOptions;
 
 /// Reads what the guest kernel reports, as one `key value` line per fact.
@@ -27,11 +29,17 @@ echo "online $(cat /sys/devices/system/cpu/online)"
 
 async fn check_topology(name: &str) {
     let lab = common::lab().await;
-    let topology = Topology::by_name(name).unwrap();
     let vm = lab
         .boot(BootOptions::named(&format!("topology-{name}")).topology(name))
         .await
         .unwrap();
+    check_guest_view(name, &vm).await;
+    vm.shutdown().await.unwrap();
+}
+
+/// Asserts the guest kernel of `vm` sees topology `name` as declared.
+async fn check_guest_view(name: &str, vm: &lab::vm::Vm) {
+    let topology = Topology::by_name(name).unwrap();
     let report = vm.sh(PROBE).await.unwrap();
     let facts: std::collections::BTreeMap<&str, &str> =
         report.lines().filter_map(|l| l.split_once(' ')).collect();
@@ -114,7 +122,6 @@ async fn check_topology(name: &str) {
         "{name}: the guest's view differs:\n  {}",
         problems.join("\n  ")
     );
-    vm.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -130,4 +137,86 @@ async fn ci_smt_guest_sees_smt_siblings() {
 #[tokio::test]
 async fn epyc_7313_nps4_guest_sees_four_nodes_and_llcs() {
     check_topology("epyc-7313-nps4").await;
+}
+
+/// The host's 2 MiB hugepages in use or promised to a mapping (`HugePages_Total - Free + Rsvd`
+/// of /proc/meminfo): a shared hugetlb mapping reserves its pages when QEMU maps it.
+fn host_hugepages_taken() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let field = |name: &str| -> u64 {
+        meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    field("HugePages_Total:") - field("HugePages_Free:") + field("HugePages_Rsvd:")
+}
+
+/// `ci-hugepages`: guest memory comes from the host's hugepage pool (every page of both nodes
+/// taken while the guest runs), the guest sees the declared nodes, and a DMA engine, a separate
+/// process mapping that memory over vfio-user, copies in it with the seed's dmatest shape.
+#[tokio::test]
+async fn ci_hugepages_guest_memory_comes_from_host_hugepages() {
+    let name = "ci-hugepages";
+    let topology = Topology::by_name(name).unwrap();
+    let page = topology
+        .hugepage_bytes()
+        .expect("ci-hugepages takes hugepages");
+    let want: u64 = topology.total_memory_bytes() / page;
+    let host = lab::host_topology::HostTopology::this_host().unwrap();
+    let free = host
+        .hugepages_count(None, page, "free_hugepages")
+        .unwrap_or(0);
+    if free < want {
+        lab::skip::host_lacks(
+            "hugepage-backed guest",
+            &format!("this host has {free} free 2 MiB hugepages, the guest needs {want}"),
+            &format!(
+                "Reserve them as root: `echo {want} > {}` (.ci/run does).",
+                host.hugepages_dir(None, page)
+                    .join("nr_hugepages")
+                    .display()
+            ),
+        );
+        return;
+    }
+    let lab = common::lab().await;
+    let before = host_hugepages_taken();
+    let vm = lab
+        .boot(
+            BootOptions::named(&format!("topology-{name}"))
+                .topology(name)
+                .device(DeviceSpec::ioat(1)),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let taken = host_hugepages_taken() - before;
+    println!("host hugepages taken by the guest: {taken} of {want} declared");
+    assert!(
+        taken >= want,
+        "the guest took {taken} of the host's 2 MiB hugepages, its memory is {want} of them"
+    );
+    check_guest_view(name, &vm).await;
+    let bound = bind_and_pin(&vm, vm.devices()).await.unwrap();
+    assert_eq!(bound[0].driver, "ioatdma");
+    let params = Dmatest::seed_parameters().iterations(100);
+    let result = params
+        .run(&vm)
+        .await
+        .unwrap_or_else(|e| panic!("dmatest {params:?}: {e:#}"));
+    for t in &result.threads {
+        assert_eq!((t.tests, t.failures), (100, 0), "{t:?}");
+    }
+    vm.shutdown().await.unwrap();
+    // QEMU and the device model are gone; the last of them to unmap gives the pages back.
+    let start = std::time::Instant::now();
+    while host_hugepages_taken() != before && start.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        host_hugepages_taken(),
+        before,
+        "the guest's hugepages did not go back to the pool within 5 s of its shutdown"
+    );
 }

@@ -304,6 +304,29 @@ impl HostTopology {
             .join(format!("devices/system/node/node{node}/meminfo"))
     }
 
+    /// The sysfs directory of the host's hugepages of `page_bytes`: on `node`, or on the whole
+    /// host (`None`).
+    pub fn hugepages_dir(&self, node: Option<u32>, page_bytes: u64) -> PathBuf {
+        let size = format!("hugepages-{}kB", page_bytes >> 10);
+        match node {
+            Some(n) => self
+                .root
+                .join(format!("devices/system/node/node{n}/hugepages"))
+                .join(size),
+            None => self.root.join("kernel/mm/hugepages").join(size),
+        }
+    }
+
+    /// A count from [`Self::hugepages_dir`] (`free_hugepages`, `nr_hugepages`), read now:
+    /// `None` when the host does not have that size there.
+    pub fn hugepages_count(&self, node: Option<u32>, page_bytes: u64, file: &str) -> Option<u64> {
+        std::fs::read_to_string(self.hugepages_dir(node, page_bytes).join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     /// The host's LLCs as CPU lists, each listed once, ordered by package, node and lowest CPU.
     pub fn llcs(&self) -> Vec<Vec<u32>> {
         let mut seen = BTreeSet::new();
@@ -512,6 +535,9 @@ impl HostTopology {
         let _ = writeln!(t, "cpu_model = {}", toml_string(&cpu_model));
         let _ = writeln!(t, "sockets = {sockets}");
         let _ = writeln!(t, "threads_per_core = {threads_per_core}");
+        if let Some(size) = &options.hugepages {
+            let _ = writeln!(t, "hugepages = {}", toml_string(size));
+        }
         if guest_nodes.len() > 1 {
             let rows: Vec<String> = host_index
                 .iter()
@@ -631,6 +657,8 @@ pub struct MirrorOptions {
     /// QEMU `-cpu` model; default by vendor: `Skylake-Server-v4` (Intel), `EPYC-v4` (AMD),
     /// else `qemu64` (models that boot under KVM and TCG alike; `host` only boots under KVM).
     pub cpu_model: Option<String>,
+    /// The topology's `hugepages` (e.g. `2M`): guest memory from the host's hugepages.
+    pub hugepages: Option<String>,
 }
 
 impl MirrorOptions {
@@ -641,6 +669,7 @@ impl MirrorOptions {
             max_cpus: None,
             node_memory: None,
             cpu_model: None,
+            hugepages: None,
         }
     }
 }

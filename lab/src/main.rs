@@ -178,30 +178,37 @@ enum TopologyCmd {
     Show { name: String },
     /// Write a topology mirroring this host (nodes, LLCs, SMT, distances), every vCPU pinned to
     /// the host CPU it mirrors and node memory bound to its host node.
-    FromHost {
-        /// The directory read as /sys (a recorded tree, e.g. lab/tests/fixtures/hosts/NAME).
-        #[arg(long, default_value = "/sys")]
-        sysfs: PathBuf,
-        /// At most this many vCPUs: the first cores of every LLC are dropped (and left to QEMU's
-        /// other threads and the device models) until it fits.
-        #[arg(long)]
-        max_cpus: Option<u32>,
-        /// The topology's name (default: the output file's name, else `host`).
-        #[arg(long)]
-        name: Option<String>,
-        /// Memory per NUMA node (bytes or K/M/G/T).
-        #[arg(long, default_value = "2G")]
-        memory: String,
-        /// QEMU -cpu model (default by vendor: Skylake-Server-v4, EPYC-v4, else qemu64; `host`
-        /// boots only under KVM).
-        #[arg(long)]
-        cpu_model: Option<String>,
-        /// Write the file here (refused if it exists, unless --force); default: standard output.
-        #[arg(short = 'o', long)]
-        output: Option<PathBuf>,
-        #[arg(long)]
-        force: bool,
-    },
+    FromHost(FromHostArgs),
+}
+
+#[derive(clap::Args)]
+struct FromHostArgs {
+    /// The directory read as /sys (a recorded tree, e.g. lab/tests/fixtures/hosts/NAME).
+    #[arg(long, default_value = "/sys")]
+    sysfs: PathBuf,
+    /// At most this many vCPUs: the first cores of every LLC are dropped (and left to QEMU's
+    /// other threads and the device models) until it fits.
+    #[arg(long)]
+    max_cpus: Option<u32>,
+    /// The topology's name (default: the output file's name, else `host`).
+    #[arg(long)]
+    name: Option<String>,
+    /// Memory per NUMA node (bytes or K/M/G/T).
+    #[arg(long, default_value = "2G")]
+    memory: String,
+    /// Back guest memory with host hugepages of this size (`2M` or `1G`; reserved on the
+    /// host beforehand, checked before each boot).
+    #[arg(long, value_name = "SIZE")]
+    hugepages: Option<String>,
+    /// QEMU -cpu model (default by vendor: Skylake-Server-v4, EPYC-v4, else qemu64; `host`
+    /// boots only under KVM).
+    #[arg(long)]
+    cpu_model: Option<String>,
+    /// Write the file here (refused if it exists, unless --force); default: standard output.
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Subcommand)]
@@ -371,15 +378,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 print!("{}", Topology::by_name(&name)?.render_table());
                 Ok(0)
             }
-            TopologyCmd::FromHost {
-                sysfs,
-                max_cpus,
-                name,
-                memory,
-                cpu_model,
-                output,
-                force,
-            } => topology_from_host(sysfs, max_cpus, name, &memory, cpu_model, output, force),
+            TopologyCmd::FromHost(args) => topology_from_host(args),
         },
         Cmd::Run {
             topology,
@@ -655,15 +654,17 @@ fn host(command: HostCmd) -> Result<i32> {
 
 /// `lab bench [SUBCOMMAND]`: measures through the library, prints here.
 /// `lab topology from-host`: the mirror of a (recorded) host as a topology file.
-fn topology_from_host(
-    sysfs: PathBuf,
-    max_cpus: Option<u32>,
-    name: Option<String>,
-    memory: &str,
-    cpu_model: Option<String>,
-    output: Option<PathBuf>,
-    force: bool,
-) -> Result<i32> {
+fn topology_from_host(args: FromHostArgs) -> Result<i32> {
+    let FromHostArgs {
+        sysfs,
+        max_cpus,
+        name,
+        memory,
+        hugepages,
+        cpu_model,
+        output,
+        force,
+    } = args;
     use lab::host_topology::{HostTopology, MirrorOptions};
     let stem = output
         .as_ref()
@@ -679,13 +680,14 @@ fn topology_from_host(
     }
     let name = name.or(stem).unwrap_or_else(|| "host".to_string());
     let node_memory =
-        lab::topology::parse_size(memory).map_err(|e| anyhow::anyhow!("--memory: {e}"))?;
+        lab::topology::parse_size(&memory).map_err(|e| anyhow::anyhow!("--memory: {e}"))?;
     let host = HostTopology::read(&sysfs)?;
     let mut options = MirrorOptions::named(&name);
     options.file = output.clone();
     options.max_cpus = max_cpus;
     options.node_memory = Some(node_memory);
     options.cpu_model = cpu_model;
+    options.hugepages = hugepages;
     let mirror = host.mirror(&options)?;
     match output {
         None => print!("{}", mirror.text),

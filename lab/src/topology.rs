@@ -10,6 +10,8 @@
 //! sockets = 1                      # optional, default 1; CPUs are split evenly, in id order
 //! threads_per_core = 1             # optional, default 1 (no SMT)
 //! distances = [[10, 20], [20, 10]] # optional SLIT, one row per node; default 10 local, 20 remote
+//! hugepages = "2M"                 # optional: guest memory from host hugepages of this size
+//!                                  # ("2M" or "1G"), reserved on the host beforehand
 //!                                  # (top-level keys go before the first [[table]], as in TOML)
 //!
 //! [[node]]                         # NUMA node 0 (nodes are numbered in file order)
@@ -38,11 +40,14 @@
 //! - Every node has memory. The distance matrix is square (one row per node), symmetric, 10 on
 //!   the diagonal and 11..=254 elsewhere. Pins name existing vCPUs, each at most once, and
 //!   host CPUs below 1024, each at most once. `host_node` is below 128 (QEMU's limit).
+//! - `hugepages` is 2 MiB or 1 GiB (x86-64's sizes) and every node's memory a whole number of
+//!   them.
 //! - Unknown keys are errors.
 //!
 //! Before a boot, a file that pins or binds is checked against the host
 //! ([`Topology::check_against`], with [`crate::host_topology::HostTopology`]): pinned host CPUs
-//! online, every `host_node` present with enough free memory for the guest nodes bound to it.
+//! online, every `host_node` present with enough free memory for the guest nodes bound to it,
+//! and with `hugepages` enough free hugepages of that size (on each bound host node).
 //! The online host CPUs no vCPU is pinned to are the housekeeping set: QEMU's other threads and
 //! the device models run there.
 //!
@@ -83,6 +88,9 @@ const MIB: u64 = 1 << 20;
 /// Host CPUs a pin may name: the size of the affinity set (`cpu_set_t`) the lab passes to
 /// `sched_setaffinity`.
 pub const MAX_HOST_CPUS: usize = 1024;
+/// The hugepage sizes `hugepages` may name: x86-64's 2 MiB and 1 GiB.
+pub const HUGEPAGE_SIZES: [u64; 2] = [2 << 20, 1 << 30];
+
 /// Host nodes a `host_node` may name: QEMU's `host-nodes` takes node ids below 128.
 pub const MAX_HOST_NODES: u32 = 128;
 
@@ -90,6 +98,7 @@ pub const MAX_HOST_NODES: u32 = 128;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InvalidKind {
     Name,
+    Hugepages,
     NameMismatch,
     CpuModel,
     Sockets,
@@ -205,6 +214,7 @@ pub struct Topology {
     /// vCPU -> index of the `[[pin]]` table that pins it, for messages.
     pinned_by: BTreeMap<u32, usize>,
     mapping: Mapping,
+    hugepage_bytes: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -227,6 +237,8 @@ struct RawTopology {
     distances: Option<Vec<Vec<i64>>>,
     #[serde(default, rename = "pin")]
     pins: Vec<RawPin>,
+    #[serde(default)]
+    hugepages: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -398,6 +410,10 @@ impl Topology {
     }
     pub fn distances_declared(&self) -> bool {
         self.distances_declared
+    }
+    /// The host hugepage size guest memory comes from (`hugepages`), if the file asks for it.
+    pub fn hugepage_bytes(&self) -> Option<u64> {
+        self.hugepage_bytes
     }
     /// vCPU -> host CPU; empty when the file pins nothing.
     pub fn pinning(&self) -> &BTreeMap<u32, u32> {
@@ -627,6 +643,31 @@ fn validate(raw: RawTopology, file: PathBuf, text: &str) -> Result<Topology, Top
             host_node: n.host_node,
         });
     }
+    let hugepage_bytes = match &raw.hugepages {
+        None => None,
+        Some(text) => {
+            let bytes = parse_size(text).map_err(|m| c.err("hugepages", K::Hugepages, m))?;
+            if !HUGEPAGE_SIZES.contains(&bytes) {
+                return Err(c.err(
+                    "hugepages",
+                    K::Hugepages,
+                    format!("{text:?} is not an x86-64 hugepage size: use \"2M\" or \"1G\""),
+                ));
+            }
+            if let Some(node) = nodes.iter().find(|n| !n.memory_bytes.is_multiple_of(bytes)) {
+                return Err(c.err(
+                    format!("node[{}].memory", node.id),
+                    K::Hugepages,
+                    format!(
+                        "{} is not a whole number of the {} hugepages the file asks for",
+                        format_size(node.memory_bytes),
+                        format_size(bytes)
+                    ),
+                ));
+            }
+            Some(bytes)
+        }
+    };
     let total_memory = nodes
         .iter()
         .try_fold(0u64, |sum, n| sum.checked_add(n.memory_bytes));
@@ -978,5 +1019,6 @@ fn validate(raw: RawTopology, file: PathBuf, text: &str) -> Result<Topology, Top
         pinning,
         pinned_by,
         mapping,
+        hugepage_bytes,
     })
 }

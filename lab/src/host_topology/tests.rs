@@ -342,3 +342,92 @@ fn this_hosts_mirror_is_a_valid_topology() {
     let online = format_cpulist(h.online());
     m.topology.check_pins_against(&online).unwrap();
 }
+
+/// The recorded 2-socket Xeon with 2 MiB hugepage pools: `(free, reserved)` for the whole host
+/// and for nodes 0 and 1 (`None`: no pool of that size).
+fn xeon_with_hugepages(pools: [Option<(u64, u64)>; 3]) -> (tempfile::TempDir, HostTopology) {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(fixture("xeon-gold-6132-2s").join("devices"))
+        .arg(dir.path())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let places = [
+        "kernel/mm/hugepages".to_string(),
+        "devices/system/node/node0/hugepages".to_string(),
+        "devices/system/node/node1/hugepages".to_string(),
+    ];
+    for (place, pool) in places.iter().zip(pools) {
+        if let Some((free, reserved)) = pool {
+            let pool_dir = dir.path().join(place).join("hugepages-2048kB");
+            std::fs::create_dir_all(&pool_dir).unwrap();
+            std::fs::write(pool_dir.join("free_hugepages"), format!("{free}\n")).unwrap();
+            std::fs::write(pool_dir.join("nr_hugepages"), format!("{reserved}\n")).unwrap();
+        }
+    }
+    let host = HostTopology::read(dir.path()).unwrap();
+    (dir, host)
+}
+
+#[test]
+fn hugepage_pools_are_checked_on_the_host_and_on_each_bound_node() {
+    // 1 GiB per guest node = 512 pages of 2 MiB, node 0 on host node 0, node 1 on host node 1.
+    let text = "name = \"h\"\nhugepages = \"2M\"\nsockets = 2\n\
+                [[node]]\ncpus = \"0-1\"\nmemory = \"1G\"\nhost_node = 0\n\
+                [[node]]\ncpus = \"2-3\"\nmemory = \"1G\"\nhost_node = 1\n";
+    let t = Topology::from_toml_str(text, "topologies/h.toml").unwrap();
+
+    let (_d, h) = xeon_with_hugepages([Some((1024, 1024)), Some((512, 512)), Some((512, 512))]);
+    t.check_against(&h).unwrap();
+
+    let (_d, h) = xeon_with_hugepages([Some((812, 1024)), Some((512, 512)), Some((300, 512))]);
+    let err = t.check_against(&h).unwrap_err();
+    assert!(
+        err.starts_with("topologies/h.toml: hugepages: needs 1024 free 2 MiB hugepages on this host, which has 812 free")
+            && err.contains("echo 1236 > ")
+            && err.contains("kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"),
+        "{err}"
+    );
+    let (_d, h) = xeon_with_hugepages([Some((2048, 2048)), Some((1536, 1536)), Some((300, 512))]);
+    let err = t.check_against(&h).unwrap_err();
+    assert!(
+        err.starts_with("topologies/h.toml: node[1].host_node: needs 512 free 2 MiB hugepages on host node 1, which has 300 free")
+            && err.contains("echo 724 > ")
+            && err.contains("node/node1/hugepages/hugepages-2048kB/nr_hugepages"),
+        "{err}"
+    );
+    let (_d, h) = xeon_with_hugepages([None, None, None]);
+    let err = t.check_against(&h).unwrap_err();
+    assert!(
+        err.contains("hugepages: needs 1024 free 2 MiB hugepages on this host, which has no pool of that size"),
+        "{err}"
+    );
+    // Hugepages are not MemFree: 100 GiB per node passes with pools that hold it although the
+    // recorded nodes have 90 GiB free.
+    let big = text.replace("memory = \"1G\"", "memory = \"100G\"");
+    let t = Topology::from_toml_str(&big, "topologies/h.toml").unwrap();
+    let (_d, h) = xeon_with_hugepages([
+        Some((102400, 102400)),
+        Some((51200, 51200)),
+        Some((51200, 51200)),
+    ]);
+    t.check_against(&h).unwrap();
+}
+
+#[test]
+fn from_host_with_hugepages_writes_them_and_refuses_memory_they_do_not_divide() {
+    let mut options = MirrorOptions::named("m");
+    options.hugepages = Some("1G".into());
+    let m = host("epyc-7313-nps4").mirror(&options).unwrap();
+    assert!(m.text.contains("\nhugepages = \"1G\"\n"), "{}", m.text);
+    assert_eq!(m.topology.hugepage_bytes(), Some(1 << 30));
+    options.node_memory = Some(1536 << 20);
+    let err = format!("{:#}", host("epyc-7313-nps4").mirror(&options).unwrap_err());
+    assert!(
+        err.contains("node[0].memory") && err.contains("1 GiB hugepages"),
+        "{err}"
+    );
+}

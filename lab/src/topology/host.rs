@@ -1,5 +1,5 @@
 //! A topology against the host it boots on: the `[[pin]]` map's host CPUs online, each
-//! `host_node` present with enough free memory, and the housekeeping set (the online host CPUs
+//! `host_node` present with enough free memory (or hugepages), and the housekeeping set (the online host CPUs
 //! no vCPU is pinned to) for QEMU's other threads and the device models. Runs before a boot;
 //! every error names the topology file and the field.
 
@@ -18,9 +18,12 @@ impl Topology {
         }
     }
 
-    /// Whether a boot must look at the host first: the file pins vCPUs or binds node memory.
+    /// Whether a boot must look at the host first: the file pins vCPUs, binds node memory or
+    /// takes hugepages.
     pub fn needs_host(&self) -> bool {
-        !self.pinning().is_empty() || self.nodes().iter().any(|n| n.host_node.is_some())
+        !self.pinning().is_empty()
+            || self.nodes().iter().any(|n| n.host_node.is_some())
+            || self.hugepage_bytes().is_some()
     }
 
     /// Checks the pin map against the host's online CPUs (a cpulist, as in
@@ -48,7 +51,8 @@ impl Topology {
 
     /// Everything a boot needs from `host`: pinned host CPUs online (each used once is checked
     /// at load), every `host_node` present on the host, and enough free memory (`MemFree` of
-    /// the node's `meminfo`) for all guest nodes bound to it.
+    /// the node's `meminfo`) for all guest nodes bound to it, or, with `hugepages`, enough free
+    /// hugepages of that size on the host and on every bound host node.
     pub fn check_against(&self, host: &HostTopology) -> Result<(), String> {
         self.check_pins_online(host.online())?;
         let file = self.file().display();
@@ -68,6 +72,10 @@ impl Topology {
                 .entry(h)
                 .or_default()
                 .push((node.id, node.memory_bytes));
+        }
+        if let Some(page) = self.hugepage_bytes() {
+            // Hugepages are reserved apart from MemFree: their own pools are what counts.
+            return self.check_hugepages(host, page);
         }
         for (h, guests) in bound {
             let host_node = host.node(h).expect("checked above");
@@ -103,6 +111,57 @@ impl Topology {
         Ok(())
     }
 
+    /// Free hugepages of `page` bytes for every guest node: in the host's pool, and in the pool
+    /// of each host node guest memory is bound to.
+    fn check_hugepages(&self, host: &HostTopology, page: u64) -> Result<(), String> {
+        let file = self.file().display();
+        let pages = |nodes: &[&super::Node]| nodes.iter().map(|n| n.memory_bytes / page).sum();
+        let all: Vec<&super::Node> = self.nodes().iter().collect();
+        let mut wants: Vec<(Option<u32>, String, u64)> =
+            vec![(None, "hugepages".to_string(), pages(&all))];
+        let mut bound: BTreeMap<u32, Vec<&super::Node>> = BTreeMap::new();
+        for node in self.nodes() {
+            if let Some(h) = node.host_node {
+                bound.entry(h).or_default().push(node);
+            }
+        }
+        for (h, nodes) in bound {
+            wants.push((
+                Some(h),
+                format!("node[{}].host_node", nodes[0].id),
+                pages(&nodes),
+            ));
+        }
+        let size = format_size(page);
+        for (node, field, want) in wants {
+            let dir = host.hugepages_dir(node, page);
+            let pool = match node {
+                Some(h) => format!("host node {h}"),
+                None => "this host".to_string(),
+            };
+            let Some(free) = host.hugepages_count(node, page, "free_hugepages") else {
+                return Err(format!(
+                    "{file}: {field}: needs {want} free {size} hugepages on {pool}, which has \
+                     no pool of that size ({} is missing)",
+                    dir.display()
+                ));
+            };
+            if free < want {
+                let reserved = host
+                    .hugepages_count(node, page, "nr_hugepages")
+                    .unwrap_or(0);
+                return Err(format!(
+                    "{file}: {field}: needs {want} free {size} hugepages on {pool}, which has \
+                     {free} free ({}): reserve more as root first, e.g. `echo {} > {}`",
+                    dir.join("free_hugepages").display(),
+                    reserved + (want - free),
+                    dir.join("nr_hugepages").display()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// [`Self::check_against`] this host, when the file pins or binds anything; returns the
     /// host it read (`None` when there was nothing to check).
     pub fn check_on_host(&self) -> Result<Option<HostTopology>, String> {
@@ -111,7 +170,7 @@ impl Topology {
         }
         let host = HostTopology::this_host().map_err(|e| {
             format!(
-                "{}: checking [[pin]] and host_node against this host: {e:#}",
+                "{}: checking [[pin]], host_node and hugepages against this host: {e:#}",
                 self.file().display()
             )
         })?;

@@ -57,7 +57,8 @@ impl Topology {
 
     /// Arguments that give the guest this topology. The caller adds machine, accelerator,
     /// kernel and devices. Node memory is a shared memfd (`share=on`) so that vfio-user device
-    /// processes can map guest RAM, bound to its `host_node` when the file names one.
+    /// processes can map guest RAM, bound to its `host_node` when the file names one, of
+    /// hugepages when it asks for them.
     pub fn qemu_args(&self) -> QemuTopology {
         let n = self.nr_cpus();
         let t = self.threads_per_core();
@@ -79,6 +80,11 @@ impl Topology {
             // as pages are first touched).
             if let Some(host) = node.host_node {
                 backend.push_str(&format!(",host-nodes={host},policy=bind"));
+            }
+            // From the host's reserved hugepages (a hugetlbfs memfd, still shareable with the
+            // device models).
+            if let Some(page) = self.hugepage_bytes() {
+                backend.push_str(&format!(",hugetlb=on,hugetlbsize={page}"));
             }
             args.push("-object".into());
             args.push(backend);

@@ -103,6 +103,9 @@ impl Topology {
             t
         );
         let _ = writeln!(s, "memory     {}", format_size(self.total_memory_bytes()));
+        if let Some(page) = self.hugepage_bytes() {
+            let _ = writeln!(s, "hugepages  {} (host pool)", format_size(page));
+        }
 
         let _ = writeln!(s, "\nSOCKET  CPUS");
         for sock in 0..self.sockets() {
