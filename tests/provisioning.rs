@@ -461,16 +461,9 @@ fn build_package(dir: &Path, deb: &Path) {
     fs::set_permissions(bin.join("busybox"), fs::Permissions::from_mode(0o755)).unwrap();
     let pad = dir.join("usr/share/lab-provisioning-test");
     fs::create_dir_all(&pad).unwrap();
-    // xorshift64: incompressible enough that gzip keeps the MiB.
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let noise: Vec<u8> = (0..(1 << 20))
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect();
+    // Random bytes: gzip keeps the MiB.
+    let mut noise = vec![0u8; 1 << 20];
+    std::io::Read::read_exact(&mut fs::File::open("/dev/urandom").unwrap(), &mut noise).unwrap();
     fs::write(pad.join("padding"), noise).unwrap();
     let out = Command::new("dpkg-deb")
         .args(["-Zgzip", "--root-owner-group", "--build"])

@@ -42,14 +42,8 @@ pub fn mark_skips_in_file(path: &Path) -> Result<Vec<SkippedTest>> {
 /// The report with a `<skipped message="...">` element in every passed test whose output has
 /// [`MARKER`] lines, and the `skipped` counts of its suites and of the whole run raised.
 pub fn mark_skips(xml: &str) -> Result<(String, Vec<SkippedTest>)> {
-    let doc = roxmltree::Document::parse(xml).context("not an XML document")?;
+    let doc = parse(xml)?;
     let root = doc.root_element();
-    if root.tag_name().name() != "testsuites" {
-        anyhow::bail!(
-            "the root element is <{}>, not <testsuites>",
-            root.tag_name().name()
-        );
-    }
     // (byte range, replacement): insertions are empty ranges; applied back to front.
     let mut edits: Vec<(std::ops::Range<usize>, String)> = Vec::new();
     let mut skipped = Vec::new();
@@ -118,6 +112,16 @@ pub fn mark_skips(xml: &str) -> Result<(String, Vec<SkippedTest>)> {
         out.replace_range(range, &text);
     }
     Ok((out, skipped))
+}
+
+/// A nextest JUnit report: an XML document whose root is `<testsuites>`.
+pub fn parse(xml: &str) -> Result<roxmltree::Document<'_>> {
+    let doc = roxmltree::Document::parse(xml).context("not an XML document")?;
+    let root = doc.root_element().tag_name().name();
+    if root != "testsuites" {
+        anyhow::bail!("the root element is <{root}>, not <testsuites>");
+    }
+    Ok(doc)
 }
 
 /// The edit that adds `by` to an element's `skipped` attribute.
