@@ -1,7 +1,7 @@
 //! A topology against the host it boots on: the `[[pin]]` map's host CPUs online, each
-//! `host_node` present with enough free memory (or hugepages), and the housekeeping set (the online host CPUs
-//! no vCPU is pinned to) for QEMU's other threads and the device models. Runs before a boot;
-//! every error names the topology file and the field.
+//! `host_node` present with enough free memory (or hugepages), and the housekeeping set (the
+//! online host CPUs no vCPU is pinned to) for QEMU's other threads and the device models. Runs
+//! before a boot; every error names the topology file and the field.
 
 use std::collections::BTreeMap;
 
