@@ -33,6 +33,9 @@ pub fn mark_skips_in_file(path: &Path) -> Result<Vec<SkippedTest>> {
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
         std::io::Write::write_all(&mut tmp, rewritten.as_bytes())?;
+        // The report keeps its mode (a temporary file is created 0600).
+        tmp.as_file()
+            .set_permissions(std::fs::metadata(path)?.permissions())?;
         tmp.persist(path)
             .with_context(|| format!("writing {}", path.display()))?;
     }
@@ -222,6 +225,24 @@ LAB-SKIP parity: time part: the accelerator is tcg-single (no KVM). It runs wher
             ),
             REPORT
         );
+    }
+
+    #[test]
+    fn a_report_file_is_rewritten_in_place_with_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("junit.xml");
+        std::fs::write(&path, REPORT).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let marked = mark_skips_in_file(&path).unwrap();
+        assert_eq!(marked.len(), 1);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644);
+        assert!(std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("<skipped message"));
+        let entries = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(entries, 1, "no temporary file left");
     }
 
     #[test]
