@@ -7,7 +7,9 @@
 //! driver_override}`, the links `bus/pci/devices/BDF/driver` and `.../iommu_group`,
 //! `kernel/iommu_groups/N/devices/BDF`, `bus/pci/drivers/NAME/{bind,unbind}`, and below a
 //! device `nvme/nvmeX/nvmeXnY[/nvmeXnYpZ]/holders/`, `dma/dmaXchanY/in_use`,
-//! `net/IFACE/operstate`. Mounts come from a mounts file (`/proc/self/mounts`).
+//! `net/IFACE/operstate`. Mounts come from a mounts file (`/proc/self/mounts`); on the host
+//! also swap areas (`/proc/swaps`) and processes holding a namespace, a partition or the
+//! controller open (`/proc/PID/fd/*`), read from a proc directory that tests fake too.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -21,6 +23,8 @@ use crate::hosts::{Bdf, PciId};
 pub struct Sysfs {
     root: PathBuf,
     mounts: PathBuf,
+    /// Where `swaps` and `PID/fd/` are read (`/proc` on the host; none: not looked at).
+    proc_dir: Option<PathBuf>,
     /// Tests: act out the kernel's side of `bind`, `unbind` and `driver_override` writes on a
     /// fake tree (links appear and go), see [`Sysfs::emulated`].
     emulate: bool,
@@ -32,7 +36,13 @@ pub const FREE_DRIVERS: &[&str] = &["vfio-pci", "pci-stub"];
 impl Sysfs {
     /// This host's `/sys` and `/proc/self/mounts`.
     pub fn host() -> Sysfs {
-        Sysfs::at("/sys", "/proc/self/mounts")
+        Sysfs::at("/sys", "/proc/self/mounts").with_proc("/proc")
+    }
+
+    /// Also reads swap areas and open file descriptors from `dir`, laid out as `/proc`.
+    pub fn with_proc(mut self, dir: impl Into<PathBuf>) -> Sysfs {
+        self.proc_dir = Some(dir.into());
+        self
     }
 
     /// A tree at `root` (the directory standing for `/sys`) with mounts read from `mounts`.
@@ -40,6 +50,7 @@ impl Sysfs {
         Sysfs {
             root: root.into(),
             mounts: mounts.into(),
+            proc_dir: None,
             emulate: false,
         }
     }
@@ -151,14 +162,20 @@ impl Sysfs {
         Ok(members)
     }
 
-    /// What shows the host is using the device, one reason each: a mounted or held NVMe
-    /// namespace (or partition), a dmaengine channel in use, a network interface that is up.
-    /// Empty: nothing sysfs and the mounts file show.
+    /// What shows the host is using the device, one reason each: a mounted, held, swapped-on
+    /// or open NVMe namespace (or partition, or an open controller), a dmaengine channel in
+    /// use, a network interface that is up. Empty: nothing sysfs, the mounts file and the
+    /// proc directory show.
     pub fn users(&self, bdf: &Bdf) -> Result<Vec<String>> {
         let dev = self.device_dir(bdf);
         let mounts = fs::read_to_string(&self.mounts)
             .with_context(|| format!("reading {}", self.mounts.display()))?;
         let mut reasons = Vec::new();
+        // Device nodes (`/dev/NAME`) whose users the proc directory shows.
+        let mut nodes: Vec<String> = subdirs(&dev.join("nvme"))
+            .iter()
+            .map(|c| file_name(c))
+            .collect();
         // Namespaces: `nvme0n1` under the controller, or with native multipath a hidden
         // path device `nvme0c0n1` there and the block device `nvme0n1` in `block/`.
         let mut namespaces = std::collections::BTreeMap::new();
@@ -184,6 +201,7 @@ impl Sysfs {
                 }
             }
             for (name, block) in blocks {
+                nodes.push(name.clone());
                 for line in mounts.lines() {
                     let mut words = line.split_whitespace();
                     if words.next() == Some(&format!("/dev/{name}")) {
@@ -199,6 +217,9 @@ impl Sysfs {
                     reasons.push(format!("{name} is held by {}", holders.join(", ")));
                 }
             }
+        }
+        if let Some(proc_dir) = &self.proc_dir {
+            reasons.extend(node_users(proc_dir, &nodes));
         }
         for chan in subdirs(&dev.join("dma")) {
             if self.read(&chan.join("in_use")).is_ok_and(|v| v == "1") {
@@ -314,6 +335,61 @@ impl Sysfs {
     }
 }
 
+/// Swap areas on, and processes holding open, any of `nodes` (`/dev/NAME`), from a directory
+/// laid out as `/proc`: one reason per node and kind, naming up to three processes.
+fn node_users(proc_dir: &Path, nodes: &[String]) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let swaps = fs::read_to_string(proc_dir.join("swaps")).unwrap_or_default();
+    for line in swaps.lines().skip(1) {
+        if let Some(name) = line
+            .split_whitespace()
+            .next()
+            .and_then(|d| d.strip_prefix("/dev/"))
+        {
+            if nodes.iter().any(|n| n == name) {
+                reasons.push(format!("{name} is a swap area"));
+            }
+        }
+    }
+    let mut holders: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for process in entries(proc_dir) {
+        let pid = file_name(&process);
+        if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        // A process may exit meanwhile, and some fds are not readable: what is read counts.
+        for fd in entries(&process.join("fd")) {
+            let Ok(target) = fs::read_link(&fd) else {
+                continue;
+            };
+            let Some(name) = target.to_str().and_then(|t| t.strip_prefix("/dev/")) else {
+                continue;
+            };
+            if let Some(node) = nodes.iter().find(|n| *n == name) {
+                let comm = fs::read_to_string(process.join("comm")).unwrap_or_default();
+                let who = format!("{pid} ({})", comm.trim());
+                let list = holders.entry(node.as_str()).or_default();
+                if !list.contains(&who) {
+                    list.push(who);
+                }
+            }
+        }
+    }
+    for (node, who) in holders {
+        let more = if who.len() > 3 {
+            format!(" and {} more", who.len() - 3)
+        } else {
+            String::new()
+        };
+        let shown: Vec<&str> = who.iter().take(3).map(String::as_str).collect();
+        reasons.push(format!(
+            "{node} is open in process {}{more}",
+            shown.join(", ")
+        ));
+    }
+    reasons
+}
+
 fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -387,6 +463,12 @@ pub mod fake {
                 fs::create_dir_all(dir.path().join(d)).unwrap();
             }
             fs::write(dir.path().join("mounts"), "proc /proc proc rw 0 0\n").unwrap();
+            fs::create_dir_all(dir.path().join("proc")).unwrap();
+            fs::write(
+                dir.path().join("proc/swaps"),
+                "Filename\tType\tSize\tUsed\tPriority\n",
+            )
+            .unwrap();
             FakeSys { dir }
         }
 
@@ -399,7 +481,31 @@ pub mod fake {
         }
 
         pub fn sysfs(&self) -> Sysfs {
-            Sysfs::emulated(self.root(), self.mounts())
+            Sysfs::emulated(self.root(), self.mounts()).with_proc(self.proc_dir())
+        }
+
+        /// The directory standing for `/proc` (`swaps`, `PID/fd/`, `PID/comm`).
+        pub fn proc_dir(&self) -> PathBuf {
+            self.dir.path().join("proc")
+        }
+
+        /// A swap area on `/dev/NAME`.
+        pub fn swap(&self, name: &str) -> &Self {
+            let path = self.proc_dir().join("swaps");
+            let mut text = fs::read_to_string(&path).unwrap();
+            text.push_str(&format!("/dev/{name}\tpartition\t8388604\t0\t-2\n"));
+            fs::write(path, text).unwrap();
+            self
+        }
+
+        /// Process `pid` (`comm`) holding `/dev/NAME` open as descriptor `fd`.
+        pub fn open_by(&self, pid: u32, comm: &str, fd: u32, name: &str) -> &Self {
+            let dir = self.proc_dir().join(pid.to_string());
+            fs::create_dir_all(dir.join("fd")).unwrap();
+            fs::write(dir.join("comm"), format!("{comm}\n")).unwrap();
+            std::os::unix::fs::symlink(format!("/dev/{name}"), dir.join("fd").join(fd.to_string()))
+                .unwrap();
+            self
         }
 
         pub fn driver(&self, name: &str) -> &Self {
@@ -513,6 +619,53 @@ mod tests {
             s.users(&bdf("0000:41:00.0")).unwrap(),
             ["nvme0n1 is held by dm-0", "nvme0n1p2 is mounted on /boot"]
         );
+    }
+
+    #[test]
+    fn the_hosts_proc_shows_this_process_holding_a_device_node() {
+        // /dev/full: a node next to nothing else holds open (unlike /dev/null).
+        let held = fs::File::open("/dev/full").unwrap();
+        let reasons = node_users(Path::new("/proc"), &["full".to_string()]);
+        let me = format!("{} (", std::process::id());
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.starts_with("full is open in process") && r.contains(&me)),
+            "{reasons:?}"
+        );
+        drop(held);
+    }
+
+    #[test]
+    fn swap_and_open_descriptors_count_as_use() {
+        let f = FakeSys::new();
+        f.device("0000:41:00.0", "144d:a808", 0x010802, "30", Some("nvme"))
+            .under("0000:41:00.0", "nvme/nvme0/nvme0n1/nvme0n1p1/holders", None)
+            .under("0000:41:00.0", "nvme/nvme0/nvme0n1/nvme0n1p2/holders", None)
+            .device("0000:42:00.0", "144d:a808", 0x010802, "31", Some("nvme"))
+            .under("0000:42:00.0", "nvme/nvme1/nvme1n1/holders", None)
+            .swap("nvme0n1p1")
+            .open_by(812, "fio", 5, "nvme0n1p2")
+            .open_by(812, "fio", 6, "nvme0n1p2")
+            .open_by(901, "nvme", 3, "nvme0")
+            .open_by(902, "bash", 1, "null")
+            // A namespace that only shares a prefix with another device's is not its user.
+            .open_by(903, "dd", 4, "nvme1n10");
+        let s = f.sysfs();
+        assert_eq!(
+            s.users(&bdf("0000:41:00.0")).unwrap(),
+            [
+                "nvme0n1p1 is a swap area",
+                "nvme0 is open in process 901 (nvme)",
+                "nvme0n1p2 is open in process 812 (fio)"
+            ]
+        );
+        assert!(s.users(&bdf("0000:42:00.0")).unwrap().is_empty());
+        // Without a proc directory (plain `at`), only sysfs and the mounts file are read.
+        assert!(Sysfs::at(f.root(), f.mounts())
+            .users(&bdf("0000:41:00.0"))
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

@@ -179,6 +179,17 @@ fn a_device_the_host_uses_is_refused_naming_why_and_nothing_changes() {
     let e = refuse(&f, &nvme);
     assert!(e.contains("nvme0n1 is held by dm-3"), "{e}");
 
+    // A swap partition, and a namespace a process holds open without a mount.
+    let f = host();
+    f.under(NVME, "nvme/nvme0/nvme0n1/nvme0n1p2/holders", None)
+        .swap("nvme0n1p2");
+    let e = refuse(&f, &nvme);
+    assert!(e.contains("nvme0n1p2 is a swap area"), "{e}");
+    let f = host();
+    f.open_by(4242, "fio", 7, "nvme0n1");
+    let e = refuse(&f, &nvme);
+    assert!(e.contains("nvme0n1 is open in process 4242 (fio)"), "{e}");
+
     // Native multipath: the path device under the controller, the namespace in block/.
     let f = host();
     f.under(NVME, "nvme/nvme0/nvme1c0n1", None);
