@@ -965,6 +965,28 @@ async fn doctor() -> Result<i32> {
     let cached = lab::kernel::list(&lab.cache)?;
     println!("cached kernels {} (lab kernel list)", cached.len());
     println!("topologies     {}", Topology::list()?.join(", "));
+    // What a topology with `hugepages` can take here.
+    if let Ok(host) = lab::host_topology::HostTopology::this_host() {
+        let pools: Vec<String> = lab::topology::HUGEPAGE_SIZES
+            .iter()
+            .filter_map(|&page| {
+                let free = host.hugepages_count(None, page, "free_hugepages")?;
+                let total = host.hugepages_count(None, page, "nr_hugepages")?;
+                Some(format!(
+                    "{}: {free} of {total} free",
+                    lab::topology::format_size(page)
+                ))
+            })
+            .collect();
+        println!(
+            "hugepages      {}",
+            if pools.is_empty() {
+                "no pools".to_string()
+            } else {
+                pools.join(", ")
+            }
+        );
+    }
     println!("(checked in {:.1?})", started.elapsed());
     Ok(0)
 }
