@@ -36,16 +36,9 @@ async fn a_lab_killed_while_provisioning_an_image_leaves_nothing_running_or_half
     // QEMU and the kernel first (cached: the suite's setup script provisions them), so the runs
     // below only build the image.
     drop(common::lab().await);
-    let exe = std::env::current_exe().unwrap();
-    let lab_bin = exe.parent().and_then(|d| d.parent()).unwrap().join("lab");
-    if !lab_bin.exists() {
-        lab::skip::host_lacks(
-            "image provisioning kill test",
-            &format!("no lab binary at {}", lab_bin.display()),
-            "Build it (`cargo build -p lab`) before the tests.",
-        );
+    let Some(lab_bin) = common::lab_binary("image provisioning kill test") else {
         return;
-    }
+    };
     for tool in ["gpg", "gpgconf", "dpkg-deb"] {
         if !on_path(tool) {
             lab::skip::host_lacks(

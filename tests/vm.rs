@@ -311,16 +311,9 @@ fn a_killed_test_runner_leaves_no_test_qemu_or_device() {
 #[tokio::test]
 async fn a_cached_lab_runs_without_network() {
     drop(common::lab().await);
-    let exe = std::env::current_exe().unwrap();
-    let lab_bin = exe.parent().and_then(|d| d.parent()).unwrap().join("lab");
-    if !lab_bin.exists() {
-        lab::skip::host_lacks(
-            "offline run",
-            &format!("no lab binary at {}", lab_bin.display()),
-            "Build it (`cargo build -p lab`) before the tests.",
-        );
+    let Some(lab_bin) = common::lab_binary("offline run") else {
         return;
-    }
+    };
     let isolated = std::process::Command::new("unshare")
         .args(["-n", "true"])
         .status()

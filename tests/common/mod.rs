@@ -24,6 +24,22 @@ pub async fn lab() -> Lab {
     lab
 }
 
+/// The `lab` binary cargo built beside this test binary (`target/<profile>/lab`), for tests that
+/// run the CLI as a user would; `None` after a LAB-SKIP line for `part` where it is missing.
+pub fn lab_binary(part: &str) -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().unwrap();
+    let lab_bin = exe.parent().and_then(|d| d.parent()).unwrap().join("lab");
+    if lab_bin.exists() {
+        return Some(lab_bin);
+    }
+    lab::skip::host_lacks(
+        part,
+        &format!("no lab binary at {}", lab_bin.display()),
+        "Build it (`cargo build -p lab`) before the tests.",
+    );
+    None
+}
+
 /// Whether process `pid` still exists (zombies count as gone: they hold no resources and
 /// cannot run).
 pub fn process_alive(pid: u32) -> bool {
