@@ -265,6 +265,7 @@ fn kill_and_count(mut child: Child, mark: &str) -> Vec<String> {
         killed.elapsed()
     );
     for (pid, _) in &left {
+        // SAFETY: kill(2) on a pid this test found carrying its own marker.
         unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
     }
     left.into_iter()
