@@ -215,6 +215,20 @@ impl GuestOutput {
     pub fn stderr_str(&self) -> String {
         String::from_utf8_lossy(&self.stderr).into_owned()
     }
+
+    /// An error quoting the status and both outputs unless the command succeeded: `what`
+    /// names the program, `vm` the guest ("fio failed in vm-3 (exit code 1): ...").
+    pub fn require_success(&self, what: &str, vm: &str) -> anyhow::Result<()> {
+        if self.success() {
+            return Ok(());
+        }
+        anyhow::bail!(
+            "{what} failed in {vm} ({}):\n{}{}",
+            self.status_text(),
+            self.stdout_str(),
+            self.stderr_str()
+        )
+    }
 }
 
 type Routed = (Response, Vec<u8>);

@@ -213,15 +213,7 @@ impl Scenario for DelayDequeue {
         let (raw, wakeups) = trace.stop(vm).await?;
         let trace_file = boot.keep("wakeups.trace", &raw)?;
         boot.keep("fio.json", &run.stdout)?;
-        if !run.success() {
-            bail!(
-                "fio failed in {} ({}):\n{}{}",
-                vm.name,
-                run.status_text(),
-                run.stdout_str(),
-                run.stderr_str()
-            );
-        }
+        run.require_success("fio", &vm.name)?;
         let result =
             FioResult::parse(&run.stdout_str()).with_context(|| format!("fio in {}", vm.name))?;
         let irq_per_cpu = after.delta_summed(

@@ -268,15 +268,7 @@ impl Scenario for DmaWakeup {
                     .timeout(limit),
             )
             .await?;
-        if !run.success() {
-            bail!(
-                "dmatest failed in {} ({}):\n{}{}",
-                vm.name,
-                run.status_text(),
-                run.stdout_str(),
-                run.stderr_str()
-            );
-        }
+        run.require_success("dmatest", &vm.name)?;
         let after = Interrupts::read(vm).await?;
         let raw_trace = trace.stop(vm).await?;
         let trace_file = boot.keep("sched.trace", &raw_trace)?;

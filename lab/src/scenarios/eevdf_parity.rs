@@ -162,15 +162,7 @@ impl Scenario for EevdfParity {
         let run = vm
             .exec(&GuestCommand::new(hackbench.argv()).timeout(limit))
             .await?;
-        if !run.success() {
-            bail!(
-                "hackbench failed in {} ({}):\n{}{}",
-                vm.name,
-                run.status_text(),
-                run.stdout_str(),
-                run.stderr_str()
-            );
-        }
+        run.require_success("hackbench", &vm.name)?;
         let result = HackbenchResult::parse(&run.stdout_str())
             .with_context(|| format!("hackbench in {}", vm.name))?;
         let usage = run

@@ -187,15 +187,7 @@ impl Scenario for IrqSpread {
         let run = vm.exec(&fio.command(&target)).await?;
         let after = Interrupts::read(vm).await?;
         boot.keep("fio.json", &run.stdout)?;
-        if !run.success() {
-            bail!(
-                "fio failed in {} ({}):\n{}{}",
-                vm.name,
-                run.status_text(),
-                run.stdout_str(),
-                run.stderr_str()
-            );
-        }
+        run.require_success("fio", &vm.name)?;
         let result =
             FioResult::parse(&run.stdout_str()).with_context(|| format!("fio in {}", vm.name))?;
         // Effective targets after the run: x86 moves a vector when it next fires.

@@ -284,15 +284,7 @@ impl Scenario for NumaScan {
         boot.keep("vmstat.late", vmstat_text(&late))?;
         boot.keep("vmstat.after", vmstat_text(&after))?;
         boot.keep("numa01.stdout", &run.stdout)?;
-        if !run.success() {
-            bail!(
-                "lab-numa01 failed in {} ({}):\n{}{}",
-                vm.name,
-                run.status_text(),
-                run.stdout_str(),
-                run.stderr_str()
-            );
-        }
+        run.require_success("lab-numa01", &vm.name)?;
         let result = Numa01Result::parse(&run.stdout_str())
             .with_context(|| format!("lab-numa01 in {}", vm.name))?;
         // The late window must lie inside the run (a second of slack for the exec's start).
