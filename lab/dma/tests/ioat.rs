@@ -52,6 +52,17 @@ fn alloc(r: &Rig, ch: usize) {
     r.write(b + reg::CHANCMP + 4, 4, cmp(ch) >> 32);
 }
 
+/// Starts channel 0 on seconds of work (a self-linked 1 MiB copy of a `seed` pattern, run
+/// 65535 times) and waits until the engine has begun.
+fn start_long_copy(r: &Rig, seed: u8) {
+    alloc(r, 0);
+    r.poke(SRC, &pattern(1 << 20, seed));
+    put_desc(r, ring(0, 0), 1 << 20, LAST_COPY, SRC, DST, ring(0, 0));
+    chain(r, 0, ring(0, 0));
+    doorbell(r, 0, u16::MAX);
+    assert!(eventually(|| r.peek_u64(cmp(0)) != 0), "engine started");
+}
+
 fn chain(r: &Rig, ch: usize, first: u64) {
     let b = base(ch);
     r.write(b + reg::CHAINADDR, 4, first & 0xffff_ffff);
@@ -391,13 +402,7 @@ fn error_recovery_like_ioat_eh() {
 #[test]
 fn reset_in_the_middle_of_a_transfer_stops_all_writes() {
     let r = rig(1);
-    alloc(&r, 0);
-    r.poke(SRC, &pattern(1 << 20, 9));
-    // A self-linked 1 MiB copy executed 65535 times takes seconds; reset must cut it short.
-    put_desc(&r, ring(0, 0), 1 << 20, LAST_COPY, SRC, DST, ring(0, 0));
-    chain(&r, 0, ring(0, 0));
-    doorbell(&r, 0, u16::MAX);
-    assert!(eventually(|| r.peek_u64(cmp(0)) != 0), "engine started");
+    start_long_copy(&r, 9);
     r.write(base(0) + reg::CHANCMD, 1, u64::from(chancmd::RESET));
     assert_eq!(chansts(&r, 0), state::HALTED);
     let cmp_after = r.peek_u64(cmp(0));
@@ -524,12 +529,7 @@ fn nothing_moves_while_bus_master_is_clear() {
 fn clearing_bus_master_halts_the_transfer_in_flight() {
     use lab_dma::pci_config::command;
     let mut r = rig(1);
-    alloc(&r, 0);
-    r.poke(SRC, &pattern(1 << 20, 8));
-    put_desc(&r, ring(0, 0), 1 << 20, LAST_COPY, SRC, DST, ring(0, 0));
-    chain(&r, 0, ring(0, 0));
-    doorbell(&r, 0, u16::MAX);
-    assert!(eventually(|| r.peek_u64(cmp(0)) != 0), "engine started");
+    start_long_copy(&r, 8);
     r.set_command(command::MEMORY);
     let cmp_after = r.peek_u64(cmp(0));
     r.poke(DST, &[0; 64]);
@@ -575,12 +575,7 @@ fn bar_is_unclaimed_while_memory_space_is_disabled() {
 #[test]
 fn a_command_during_a_long_chain_waits_for_one_descriptor_only() {
     let r = rig(1);
-    alloc(&r, 0);
-    r.poke(SRC, &pattern(1 << 20, 9));
-    put_desc(&r, ring(0, 0), 1 << 20, LAST_COPY, SRC, DST, ring(0, 0));
-    chain(&r, 0, ring(0, 0));
-    doorbell(&r, 0, u16::MAX);
-    assert!(eventually(|| r.peek_u64(cmp(0)) != 0), "engine started");
+    start_long_copy(&r, 9);
     let t = std::time::Instant::now();
     r.write(base(0) + reg::CHANCMD, 1, u64::from(chancmd::SUSPEND));
     let waited = t.elapsed();
