@@ -32,7 +32,7 @@ struct Args {
     /// I/OAT channels (1-4); ignored for ptdma.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
     channels: u8,
-    /// Write the log here instead of stderr (appends).
+    /// Write the log here instead of stderr (a new file: one log per device process).
     #[arg(long)]
     log: Option<PathBuf>,
 }
@@ -100,10 +100,7 @@ fn init_logging(path: Option<&std::path::Path>) -> anyhow::Result<()> {
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match path {
         Some(p) => {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
+            let file = std::fs::File::create(p)
                 .with_context(|| format!("opening log file {}", p.display()))?;
             builder
                 .with_ansi(false)

@@ -64,13 +64,6 @@ impl Engine {
         let binary = dma_binary()?;
         let socket = socket_dir.join(format!("dev{index}.sock"));
         let log = log_dir.join(format!("dev{index}-{}.log", self.driver()));
-        // One log per boot, as the serial log (lab-dma appends): an earlier boot's lines in the
-        // same directory would read as this one's (`RunningDevice::map_failures`).
-        match std::fs::remove_file(&log) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("removing {}", log.display())),
-        }
         let mut cmd = Command::new(&binary);
         cmd.arg("--socket")
             .arg(&socket)
