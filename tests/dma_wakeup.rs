@@ -91,16 +91,34 @@ enum Bound {
     Above(f64),
 }
 
-/// The S1 split with the interrupt in another LLC: the revert puts the thread on the IRQ CPU,
-/// in its LLC and wakes it there significantly more often (P01: 5 boots each), its median share
-/// on the IRQ CPU is above `revert_above`, and the base's is below half (the seed's vanilla
-/// kernel ran 417 of 1000 iterations on the IRQ CPU: it bounces, it is not never there).
+/// The S1 split with the interrupt in another LLC: the revert puts the thread on the IRQ CPU
+/// and wakes it there significantly more often (P01: 5 boots each), its median share on the
+/// IRQ CPU is above `revert_above`, the base's is below half (the seed's vanilla kernel ran
+/// 417 of 1000 iterations on the IRQ CPU: it bounces, it is not never there), and the revert's
+/// median share in the IRQ's LLC is above 90%.
+///
+/// The IRQ-LLC share is not compared between the kernels: where the base kernel's thread runs
+/// is the load balancer's call, and once the balancer has moved it into the IRQ's LLC,
+/// v6.12's shared-cache case keeps it there (on the IRQ CPU's sibling, not the IRQ CPU). Of
+/// the 74 cross-LLC base boots recorded on 2026-12-01 (69 here, 5 in a CI run), 12 were in the
+/// IRQ's LLC for 52-87% of their switch-ins, while single revert boots (78) went down to 84.8%:
+/// the two overlap, and a 5-vs-5 test at p<0.01 needs all ten boots apart (the CI run had a
+/// base boot at 85.9% against a revert boot at 84.8%: p=0.016, failed). On the IRQ CPU itself
+/// they do not overlap: base 0.0-25.5%, revert 66.4-99.4% in the same boots; wakeups aimed at
+/// it base 0.0-26.5%, revert 67.5-99.8%.
 fn assert_the_thread_follows_the_irq_only_with_the_revert(outcome: &Outcome, revert_above: f64) {
     let ab = outcome.comparison();
     assert_irq_pinned(outcome);
-    for metric in ["share_on_irq_cpu", "share_in_irq_llc", "wakeups_on_irq_cpu"] {
+    for metric in ["share_on_irq_cpu", "wakeups_on_irq_cpu"] {
         ab.assert_higher(metric, REVERT, Significance::P01).unwrap();
     }
+    assert_median(
+        ab,
+        "share_in_irq_llc",
+        REVERT,
+        Bound::Above(90.0),
+        "the revert left the IRQ's LLC",
+    );
     assert_median(
         ab,
         "share_on_irq_cpu",
@@ -128,9 +146,9 @@ async fn cross_llc_irq_pulls_the_thread_only_with_the_revert() {
     // Measured here with 128 KiB buffers on the lab-minimal v6.12 (TCG single-threaded, 2-core
     // host, two boots side by side, other builds running), share of the thread's switch-ins on
     // the IRQ CPU: base run medians 14.0% and 0.2% (single boots 0.0-24.3%), revert 85.4% and
-    // 82.4% (78.1-95.9%); in the IRQ's LLC revert 89.1-98.3%; p=0.008 on all three asserted
-    // metrics in both runs (one more run at load ~8 on an earlier lab-minimal build: base 2.1%,
-    // revert 69.5% mean, p=0.008). With the seed's 1 MiB buffers on the defconfig kernel (12
+    // 82.4% (78.1-95.9%); in the IRQ's LLC revert 89.1-98.3%; p=0.008 on all three metrics
+    // then asserted in both runs (one more run at load ~8 on an earlier lab-minimal build: base
+    // 2.1%, revert 69.5% mean, p=0.008). With the seed's 1 MiB buffers on the defconfig kernel (12
     // runs, one boot at a time, including a 10-in-a-row soak): base run medians 4.2-25.3%,
     // revert 81.2-92.9%. Why base boots vary: the load balancer moves the thread while it
     // verifies its buffers (85-92% of its migrations are done by the migration/N stopper); once
@@ -215,8 +233,9 @@ async fn polled_dmatest_shows_no_placement_difference() {
     // (share on the IRQ CPU 0.0-78.6% in single boots, standard deviation 18-30 pp per
     // kernel): with 5 boots per kernel the interval was [-51.9, 4.4] pp in one run, with 7
     // [-17.6, 16.3] and [-23.0, 19.1], with 10 [-4.5, 26.4] (311 s at load ~7); 10 per kernel
-    // keep it near +-20 pp, so the 50 pp bound
-    // fails only on a real difference (or with a chance of a few percent on scatter alone).
+    // keep it near +-20 pp, so the 50 pp bound fails on a real difference, rarely on scatter
+    // alone: drawing 10 boots per kernel (50000 times) from the 59 per kernel recorded on
+    // 2026-12-01 (base mean 24.2%, sd 21.3; revert 19.4%, sd 18.5) failed it in 0.02% of draws.
     let scenario = Experiment::new(DmaWakeup::seed().dmatest(tcg_dmatest().polled(true)))
         .named("dma-wakeup-polled")
         .repetitions(POLLED_BOOTS);
@@ -252,11 +271,14 @@ async fn remote_node_irq_costs_the_thread_its_home_node_with_the_revert() {
     // (An earlier version of the lab widened the thread's CPU mask before waking it, so it
     // started wherever kthreadd had created it, often on node 1: the base then looked as if it
     // had left home. The scenario now checks where the thread started.)
+    // The node share is asserted by its medians, not by a 5-vs-5 test at p<0.01, which needs
+    // all ten boots apart: the load balancer sometimes moves the base's thread to node 1 too
+    // (in 4 of the 20 base boots recorded on 2026-12-01: 16.8, 53.3, 54.0 and 84.8% of its
+    // switch-ins there, against the revert's 87.0-99.6%; base run medians 0.0-0.1%). On the IRQ
+    // CPU they stay apart: base 0.0-13.1%, revert 51.8-94.2%.
     let (_lab, outcome) = run(s1("dma-wakeup-remote-node", IrqPlacement::RemoteNode)).await;
     let ab = outcome.comparison();
     assert_irq_pinned(&outcome);
-    ab.assert_higher("share_on_irq_node", REVERT, Significance::P01)
-        .unwrap();
     ab.assert_higher("share_on_irq_cpu", REVERT, Significance::P01)
         .unwrap();
     assert_median(
@@ -337,8 +359,8 @@ async fn ptdma_cross_ccx_irq_pulls_the_thread_only_with_the_revert() {
     // buffers, lab-minimal v6.12), 6 runs in a row at load 2-8 (other builds running), all
     // passed in 80-309 s: in the IRQ's CCX base 0.0-0.4% in 26 of 30 boots (outliers 7.2,
     // 22.5, 29.3, 66.8%), revert 98.7-99.4% in every boot; on the IRQ CPU base run medians
-    // 0.0-0.1%, revert 96.2-98.6% (single boots 90.1-99.4%); p=0.008 on the three asserted
-    // metrics in every run.
+    // 0.0-0.1%, revert 96.2-98.6% (single boots 90.1-99.4%); p=0.008 on the three
+    // metrics then asserted in every run.
     // Why a third CCX: with only two, the script's shell ran beside the thread on CPU 0; the
     // load balancer then moved the thread (migration/0, active balancing) into the idle IRQ
     // CCX within the first 1-17% of its switch-ins in 4 of 5 base boots of a CI run, where
