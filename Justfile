@@ -5,9 +5,10 @@
 setup:
     cargo run -p lab -- doctor
 
-# The whole test suite (VM tests run under TCG where KVM cannot boot guests).
-test:
-    cargo nextest run --workspace
+# The whole test suite (VM tests run under TCG where KVM cannot boot guests); arguments go to
+# `cargo nextest run --workspace`, e.g. `just test -E 'binary(vm)'`.
+test *args:
+    cargo run -p lab -- test {{args}}
 
 # The main job: seed S1 side by side on the default topology and kernels.
 demo:
@@ -31,7 +32,7 @@ soak n="10":
     #!/usr/bin/env bash
     pass=0
     for i in $(seq {{n}}); do
-      if cargo nextest run -p lab-scenarios --test dma_wakeup cross_llc --no-fail-fast; then pass=$((pass+1)); fi
+      if cargo run -q -p lab -- test -p lab-scenarios --test dma_wakeup cross_llc --no-fail-fast; then pass=$((pass+1)); fi
       echo "soak: $pass/$i passed"
     done
     echo "soak: $pass/{{n}} passed"
@@ -46,6 +47,6 @@ bench *args:
 # Runs the whole suite (about half an hour on two cores), then prints its timings.
 bench-suite:
     #!/usr/bin/env bash
-    cargo nextest run --workspace; status=$?
+    cargo run -q -p lab -- test; status=$?
     cargo run -q -p lab -- bench suite
     exit $status

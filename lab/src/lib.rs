@@ -17,6 +17,7 @@ pub mod host_topology;
 pub mod hosts;
 pub mod image;
 pub mod kernel;
+pub mod nextest;
 pub mod observe;
 pub mod process;
 pub mod progress;

@@ -150,6 +150,19 @@ enum Cmd {
         #[command(subcommand)]
         command: KernelCmd,
     },
+    /// The lab's own test suite: `cargo nextest run --workspace ARGS` in this checkout, with
+    /// cargo-nextest installed first where it is missing (the version `.config/nextest.toml`
+    /// names), then the tests that skipped a part marked skipped in the run's JUnit report.
+    /// Exits with nextest's status.
+    Test {
+        /// Passed to `cargo nextest run --workspace`, e.g. `--profile ci`, `-E 'binary(vm)'`.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "NEXTEST_ARGS"
+        )]
+        args: Vec<String>,
+    },
     /// The lock file of pinned Debian packages.
     Lock {
         #[command(subcommand)]
@@ -331,6 +344,46 @@ fn main() {
             std::process::exit(2);
         }
     }
+}
+
+/// Marks the tests of a nextest JUnit report that skipped a part, and lists them.
+fn mark_junit_skips(file: &std::path::Path) -> Result<()> {
+    let skipped = lab::report::junit::mark_skips_in_file(file)?;
+    println!(
+        "{}: {} test(s) with skipped parts marked skipped",
+        file.display(),
+        skipped.len()
+    );
+    for test in skipped {
+        for line in test.lines {
+            println!("  {}: {line}", test.suite);
+        }
+    }
+    Ok(())
+}
+
+/// `lab test`: nextest installed where needed, the suite run, its skips marked. Runs on the
+/// main thread (see [`lab::nextest::run`]).
+fn test_suite(args: &[String]) -> Result<i32> {
+    let cargo = lab::nextest::cargo();
+    let config = lab::repo_path(lab::nextest::CONFIG);
+    let text = std::fs::read_to_string(&config)
+        .with_context(|| format!("reading {}", config.display()))?;
+    let version = lab::nextest::required_version(&text, &config)?;
+    lab::nextest::ensure_installed(&cargo, &version)?;
+    let root = lab::repo_path("");
+    let run = lab::nextest::run(&cargo, &root, args)?;
+    let code = run.status.code().unwrap_or_else(|| {
+        use std::os::unix::process::ExitStatusExt;
+        128 + run.status.signal().unwrap_or(0)
+    });
+    if let Some(junit) = run.junit {
+        if let Err(e) = mark_junit_skips(&junit) {
+            eprintln!("lab: error: {e:#}");
+            return Ok(if code == 0 { 1 } else { code });
+        }
+    }
+    Ok(code)
 }
 
 async fn lab_ready() -> Result<Lab> {
@@ -544,20 +597,11 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             ..
         } => {
             for file in files {
-                let skipped = lab::report::junit::mark_skips_in_file(&file)?;
-                println!(
-                    "{}: {} test(s) with skipped parts marked skipped",
-                    file.display(),
-                    skipped.len()
-                );
-                for test in skipped {
-                    for line in test.lines {
-                        println!("  {}: {line}", test.suite);
-                    }
-                }
+                mark_junit_skips(&file)?;
             }
             Ok(0)
         }
+        Cmd::Test { args } => test_suite(&args),
         Cmd::Report {
             command: None,
             html,

@@ -1,0 +1,284 @@
+//! The lab's own test suite, as `lab test` runs it (the README's test command, which `.ci/run`
+//! calls): cargo-nextest installed where it is missing or older than the repository asks, then
+//! `cargo nextest run --workspace` with the caller's arguments, then the run's JUnit report with
+//! the tests that skipped a part marked skipped ([`crate::report::junit`]).
+//!
+//! A fresh machine has Rust and nothing else; `cargo nextest` there is "no such command". The
+//! version the repository needs is written once, as nextest's own `nextest-version` in
+//! `.config/nextest.toml`, which nextest also enforces.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::time::SystemTime;
+
+use anyhow::{bail, Context, Result};
+use semver::Version;
+
+/// The nextest configuration, relative to the workspace root.
+pub const CONFIG: &str = ".config/nextest.toml";
+
+/// The cargo to run: the one that started this process (`cargo run` sets `CARGO`), else the
+/// first on `PATH`.
+pub fn cargo() -> OsString {
+    std::env::var_os("CARGO")
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "cargo".into())
+}
+
+/// The minimum nextest version `config` (the text of `.config/nextest.toml`) requires: its
+/// `nextest-version`, written `"X.Y.Z"` or `{ required = "X.Y.Z", recommended = ... }`.
+pub fn required_version(config: &str, file: &Path) -> Result<Version> {
+    let table: toml::Table =
+        toml::from_str(config).with_context(|| format!("parsing {}", file.display()))?;
+    let value = table.get("nextest-version").with_context(|| {
+        format!(
+            "{}: no `nextest-version` (the nextest version the suite needs)",
+            file.display()
+        )
+    })?;
+    let text = match value {
+        toml::Value::String(s) => s.as_str(),
+        toml::Value::Table(t) => t
+            .get("required")
+            .and_then(|v| v.as_str())
+            .with_context(|| {
+                format!(
+                    "{}: `nextest-version` has no `required = \"X.Y.Z\"`",
+                    file.display()
+                )
+            })?,
+        _ => bail!(
+            "{}: `nextest-version` is neither \"X.Y.Z\" nor a table",
+            file.display()
+        ),
+    };
+    Version::parse(text).with_context(|| format!("{}: nextest-version {text:?}", file.display()))
+}
+
+/// The version in `cargo nextest --version`'s first line (`cargo-nextest 0.9.143 (60fa45f63
+/// 2026-08-04)`).
+pub fn parse_version_output(output: &str) -> Option<Version> {
+    let line = output.lines().next()?;
+    let mut words = line.split_whitespace();
+    if words.next()? != "cargo-nextest" {
+        return None;
+    }
+    Version::parse(words.next()?).ok()
+}
+
+/// The installed nextest's version; `None` when `cargo nextest` is not a command here.
+pub fn installed_version(cargo: &OsString) -> Option<Version> {
+    let out = Command::new(cargo)
+        .args(["nextest", "--version"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse_version_output(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Installs nextest `version` unless one at least that new is installed. `LAB_NO_INSTALL=1`
+/// makes a missing or old one an error that gives the command instead.
+pub fn ensure_installed(cargo: &OsString, version: &Version) -> Result<()> {
+    let installed = installed_version(cargo);
+    if installed.as_ref().is_some_and(|v| v >= version) {
+        return Ok(());
+    }
+    let command = format!("cargo install --locked cargo-nextest@{version}");
+    let what = match &installed {
+        Some(old) => format!("cargo-nextest {old} is older than the {version} the suite needs"),
+        None => "cargo-nextest is not installed".to_string(),
+    };
+    if std::env::var_os("LAB_NO_INSTALL").is_some() {
+        bail!("{what}; run: {command}");
+    }
+    crate::progress::step(format!("{what}: running `{command}` (a few minutes, once)"));
+    // Under a watcher: cargo install starts rustc processes that must die with the lab.
+    let status = crate::process::status(Command::new(cargo).args([
+        "install",
+        "--locked",
+        &format!("cargo-nextest@{version}"),
+    ]))
+    .context("cargo install cargo-nextest")?;
+    if !status.success() {
+        bail!("installing cargo-nextest failed ({status}); run: {command}");
+    }
+    match installed_version(cargo) {
+        Some(v) if v >= *version => Ok(()),
+        Some(v) => bail!("cargo nextest is still {v} after installing {version}: is another cargo-nextest earlier on PATH?"),
+        None => bail!("`cargo nextest` is still not a command after `{command}`: is cargo's bin directory (~/.cargo/bin) on PATH?"),
+    }
+}
+
+/// The nextest profile `args` select (`--profile P`, `--profile=P`, `-P P`), else `from_env`
+/// (nextest's `NEXTEST_PROFILE`), else `default`.
+pub fn profile_of(args: &[String], from_env: Option<&str>) -> String {
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            break;
+        }
+        if arg == "--profile" || arg == "-P" {
+            if let Some(p) = args.next() {
+                return p.clone();
+            }
+        } else if let Some(p) = arg.strip_prefix("--profile=") {
+            return p.to_string();
+        }
+    }
+    from_env
+        .filter(|p| !p.is_empty())
+        .unwrap_or("default")
+        .to_string()
+}
+
+/// What one `lab test` did.
+#[derive(Debug)]
+pub struct SuiteRun {
+    pub status: ExitStatus,
+    /// The run's JUnit report, when nextest wrote one during this run.
+    pub junit: Option<PathBuf>,
+}
+
+/// Runs `cargo nextest run --workspace ARGS` in the workspace `root` with inherited stdio and
+/// waits for it. Not under a watcher like other tools ([`crate::process`]): nextest stays in
+/// the lab's process group so that a Ctrl-C on the terminal reaches it and it cancels its tests
+/// the way it does on its own, while the lab ignores that Ctrl-C and waits for it; if the lab
+/// dies first, nextest gets SIGTERM (parent-death signal) and cancels the same way, and its
+/// test processes die with it ([`crate::process::watch_parent`]). Call it from the thread that
+/// lives as long as the lab (the parent-death signal follows the spawning thread).
+pub fn run(cargo: &OsString, root: &Path, args: &[String]) -> Result<SuiteRun> {
+    let started = SystemTime::now();
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root)
+        .args(["nextest", "run", "--workspace"])
+        .args(args);
+    // SAFETY: only async-signal-safe calls (signal, prctl, getppid, kill, getpid) between fork
+    // and exec.
+    unsafe {
+        let lab = libc::getpid();
+        cmd.pre_exec(move || {
+            // An ignored signal stays ignored across exec: nextest gets Ctrl-C back.
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != lab {
+                libc::kill(libc::getpid(), libc::SIGTERM);
+            }
+            Ok(())
+        });
+    }
+    let status = {
+        let _ctrl_c = IgnoreCtrlC::new();
+        cmd.status()
+            .with_context(|| format!("running {cargo:?} nextest run in {}", root.display()))?
+    };
+    let profile = profile_of(args, std::env::var("NEXTEST_PROFILE").ok().as_deref());
+    let junit = crate::bench::suite::junit_path(&profile);
+    let written = std::fs::metadata(&junit)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t >= started);
+    Ok(SuiteRun {
+        status,
+        junit: written.then_some(junit),
+    })
+}
+
+/// Ignores SIGINT in this process until dropped (then restores what was there).
+struct IgnoreCtrlC {
+    previous: libc::sighandler_t,
+}
+
+impl IgnoreCtrlC {
+    fn new() -> IgnoreCtrlC {
+        // SAFETY: installs no handler code, only the ignore disposition.
+        let previous = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+        IgnoreCtrlC { previous }
+    }
+}
+
+impl Drop for IgnoreCtrlC {
+    fn drop(&mut self) {
+        if self.previous != libc::SIG_ERR {
+            // SAFETY: puts back the disposition `signal` returned.
+            unsafe { libc::signal(libc::SIGINT, self.previous) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_required_version_comes_from_nextest_version_in_either_form() {
+        let file = Path::new(".config/nextest.toml");
+        let plain = required_version("nextest-version = \"0.9.143\"\n", file).unwrap();
+        assert_eq!(plain, Version::new(0, 9, 143));
+        let table = required_version(
+            "nextest-version = { required = \"0.9.100\", recommended = \"0.9.143\" }\n",
+            file,
+        )
+        .unwrap();
+        assert_eq!(table, Version::new(0, 9, 100));
+        let missing = required_version("[profile.default]\n", file).unwrap_err();
+        assert!(
+            format!("{missing:#}").contains(".config/nextest.toml: no `nextest-version`"),
+            "{missing:#}"
+        );
+        let bad = required_version("nextest-version = \"0.9\"\n", file).unwrap_err();
+        assert!(
+            format!("{bad:#}").contains("nextest-version \"0.9\""),
+            "{bad:#}"
+        );
+    }
+
+    #[test]
+    fn the_repository_names_the_version_the_workflow_pins() {
+        let config = crate::repo_path(CONFIG);
+        let text = std::fs::read_to_string(&config).unwrap();
+        let required = required_version(&text, &config).unwrap();
+        let workflow =
+            std::fs::read_to_string(crate::repo_path(".github/workflows/ci.yml")).unwrap();
+        assert!(
+            workflow.contains(&format!("NEXTEST_VERSION: \"{required}\"")),
+            "the workflow installs another nextest than {CONFIG}'s nextest-version {required}"
+        );
+    }
+
+    #[test]
+    fn the_version_is_read_from_nextests_first_line() {
+        let out = "cargo-nextest 0.9.143 (60fa45f63 2026-08-04)\nrelease: 0.9.143\n";
+        assert_eq!(parse_version_output(out), Some(Version::new(0, 9, 143)));
+        assert_eq!(
+            parse_version_output("error: no such command: `nextest`"),
+            None
+        );
+        assert_eq!(parse_version_output(""), None);
+    }
+
+    #[test]
+    fn the_profile_is_found_in_every_spelling() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(profile_of(&args(&["--profile", "ci"]), None), "ci");
+        assert_eq!(
+            profile_of(&args(&["--profile=kvm", "-E", "all()"]), Some("ci")),
+            "kvm"
+        );
+        assert_eq!(
+            profile_of(&args(&["-E", "all()", "-P", "ci-shard"]), None),
+            "ci-shard"
+        );
+        // After `--` the arguments are the tests', not nextest's.
+        assert_eq!(
+            profile_of(&args(&["--", "--profile", "ci"]), None),
+            "default"
+        );
+        assert_eq!(profile_of(&args(&[]), Some("ci")), "ci");
+        assert_eq!(profile_of(&args(&[]), Some("")), "default");
+    }
+}
