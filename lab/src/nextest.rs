@@ -95,7 +95,10 @@ pub fn ensure_installed(cargo: &OsString, version: &Version) -> Result<()> {
     if std::env::var_os("LAB_NO_INSTALL").is_some() {
         bail!("{what}; run: {command}");
     }
-    crate::progress::step(format!("{what}: running `{command}` (a few minutes, once)"));
+    // It compiles nextest: 22 min on the 2-core host (at nice 10, beside VM tests).
+    crate::progress::step(format!(
+        "{what}: running `{command}` (it compiles nextest: minutes, up to ~20 on two cores; once)"
+    ));
     // Under a watcher: cargo install starts rustc processes that must die with the lab.
     let status = crate::process::status(Command::new(cargo).args([
         "install",
