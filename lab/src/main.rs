@@ -366,11 +366,7 @@ fn mark_junit_skips(file: &std::path::Path) -> Result<()> {
 /// main thread (see [`lab::nextest::run`]).
 fn test_suite(args: &[String]) -> Result<i32> {
     let cargo = lab::nextest::cargo();
-    let config = lab::repo_path(lab::nextest::CONFIG);
-    let text = std::fs::read_to_string(&config)
-        .with_context(|| format!("reading {}", config.display()))?;
-    let version = lab::nextest::required_version(&text, &config)?;
-    lab::nextest::ensure_installed(&cargo, &version)?;
+    lab::nextest::ensure_installed(&cargo, &lab::nextest::repository_version()?)?;
     let root = lab::repo_path("");
     let run = lab::nextest::run(&cargo, &root, args)?;
     let code = run.status.code().unwrap_or_else(|| {

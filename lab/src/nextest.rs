@@ -57,6 +57,14 @@ pub fn required_version(config: &str, file: &Path) -> Result<Version> {
     Version::parse(text).with_context(|| format!("{}: nextest-version {text:?}", file.display()))
 }
 
+/// The minimum nextest version this checkout's `.config/nextest.toml` requires.
+pub fn repository_version() -> Result<Version> {
+    let config = crate::repo_path(CONFIG);
+    let text = std::fs::read_to_string(&config)
+        .with_context(|| format!("reading {}", config.display()))?;
+    required_version(&text, &config)
+}
+
 /// The version in `cargo nextest --version`'s first line (`cargo-nextest 0.9.143 (60fa45f63
 /// 2026-08-04)`).
 pub fn parse_version_output(output: &str) -> Option<Version> {
@@ -242,9 +250,7 @@ mod tests {
 
     #[test]
     fn the_repository_names_the_version_the_workflow_pins() {
-        let config = crate::repo_path(CONFIG);
-        let text = std::fs::read_to_string(&config).unwrap();
-        let required = required_version(&text, &config).unwrap();
+        let required = repository_version().unwrap();
         let workflow =
             std::fs::read_to_string(crate::repo_path(".github/workflows/ci.yml")).unwrap();
         assert!(

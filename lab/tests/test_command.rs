@@ -16,11 +16,7 @@ fn lab_binary() -> PathBuf {
 
 /// The version `.config/nextest.toml` asks for.
 fn required() -> String {
-    let config = lab::repo_path(lab::nextest::CONFIG);
-    let text = std::fs::read_to_string(&config).unwrap();
-    lab::nextest::required_version(&text, &config)
-        .unwrap()
-        .to_string()
+    lab::nextest::repository_version().unwrap().to_string()
 }
 
 /// A cargo that answers `nextest --version` with the version in `state/installed` (none: "no
