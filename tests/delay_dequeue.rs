@@ -11,6 +11,7 @@ mod common;
 
 use lab::experiment::{Experiment, Outcome};
 use lab::scenarios::delay_dequeue::{DelayDequeue, FEW_QUEUES};
+use lab::stats::Magnitude;
 
 fn print_boots(outcome: &Outcome) {
     for b in outcome.record.boots() {
@@ -34,10 +35,18 @@ fn print_boots(outcome: &Outcome) {
 
 #[tokio::test]
 async fn completions_wake_per_cpu_workers_whatever_the_mask_shape() {
-    // The scenario's default columns: both feature settings with one-CPU and multi-CPU masks.
-    let experiment = Experiment::new(DelayDequeue::seed())
-        .repetitions(3)
-        .named("delay-dequeue");
+    // The scenario's default columns: both feature settings with one-CPU and multi-CPU masks,
+    // decided on who the completion path wakes (the scenario's primary, 10 points).
+    let lab = common::lab().await;
+    let mut experiment = Experiment::new(DelayDequeue::seed()).named("delay-dequeue");
+    if lab.on_kvm() {
+        // The seed's bandwidth (990 vs 992 MB/s with DELAY_DEQUEUE on and off where the
+        // regression did not show): 5% is the smallest change that matters.
+        experiment = experiment
+            .primary("hardirq_wakees_single_cpu", 10.0)
+            .primary("iops", Magnitude::relative(0.05));
+    }
+    drop(lab);
     let (lab, outcome) = common::run_experiment(experiment).await;
     print_boots(&outcome);
     // Measured here (TCG single-threaded, lab-minimal v6.12, two boots side by side at load
@@ -48,12 +57,17 @@ async fn completions_wake_per_cpu_workers_whatever_the_mask_shape() {
     //   37.5-83.5%; 2 queues (a probe): on 2, busiest 50.6-58.4%.
     // - of the wakeups issued in hard-interrupt context, 85.2-99.1% woke a task allowed on one
     //   CPU only (the per-CPU kworker that runs the direct-I/O completion), in every column.
-    // - DELAY_DEQUEUE vs NO_DELAY_DEQUEUE: 3 vs 3 boots cannot go below p=0.1; pooled over all
-    //   runs (15-17 boots per column) no fio metric differed (wakeups, wakers, moved at wakeup,
-    //   migrations: p >= 0.18); 2 of 18 comparisons reached p < 0.05 (kworker wakeups 417 vs
-    //   364 per 1000 I/Os with one-CPU masks, p=0.05; one-CPU wakees 96.2 vs 93.2% with 3
-    //   queues, p=0.014), about what 18 tests give by chance. So the feature columns are shown,
-    //   not asserted: TCG cannot time the seed's bandwidth loss.
+    // - DELAY_DEQUEUE vs NO_DELAY_DEQUEUE: pooled over all runs (15-17 boots per column) no
+    //   fio metric differed (wakeups, wakers, moved at wakeup, migrations: p >= 0.18); 2 of 18
+    //   comparisons reached p < 0.05 unadjusted, about what 18 tests give by chance, none after
+    //   Holm's adjustment. The fio metrics are shown (adjusted), not asserted.
+    // The decision: every column is SAME as DELAY_DEQUEUE with one-CPU masks on the share of
+    // hard-IRQ wakeups that woke a one-CPU task, within 10 points: neither the feature nor the
+    // mask shape changes who the completion path wakes.
+    let ab = outcome.comparison();
+    for column in &ab.variants()[1..] {
+        ab.assert_same("hardirq_wakees_single_cpu", column).unwrap();
+    }
     let boots = outcome.record.boots();
     for b in boots {
         let m = &b.samples;
@@ -89,18 +103,11 @@ async fn completions_wake_per_cpu_workers_whatever_the_mask_shape() {
         &lab,
         "bandwidth part",
         "fio's bandwidth under TCG says nothing about the scheduler; under KVM (or with a \
-         passthrough NVMe) the run prints DELAY_DEQUEUE's randwrite bandwidth beside \
-         NO_DELAY_DEQUEUE's per mask shape.",
+         passthrough NVMe) NO_DELAY_DEQUEUE's randwrite IOPS must be SAME as DELAY_DEQUEUE's \
+         within 5% with one-CPU masks, where the seed's per-CPU-kworker reading says the \
+         feature has nothing to move (the seed: 990 vs 992 MB/s).",
     ) {
         return;
     }
-    // Under KVM the seed's question is the bandwidth: print it per column for the reader; the
-    // seed found the loss on some machines only, so no direction is asserted.
-    let ab = outcome.comparison();
-    for v in ab.variants() {
-        println!(
-            "{v}: iops median {:.0}",
-            ab.summary("iops", v).unwrap().median
-        );
-    }
+    ab.assert_same("iops", &ab.variants()[1]).unwrap();
 }

@@ -1,13 +1,16 @@
 //! The experiment runner with a scenario defined here, in the test file, and nothing added to
 //! the lab: three variants (a plain kernel, a scheduler feature, a command-line argument plus a
-//! parameter override) give a three-column table, the stored record holds exactly
-//! `repetitions` samples per variant and metric, and each boot measured what its variant set.
+//! parameter override) give a three-column table decided on a primary metric, with boots added
+//! only where the verdict is UNKNOWN; the stored record holds exactly one sample per valid boot
+//! and every decision point, the seed gives the order, and each boot measured what its variant
+//! set. A boot whose kernel logged a WARNING gives no sample.
 
 mod common;
 
 use anyhow::{Context, Result};
 use lab::experiment::{Boot, BootPlan, Experiment, Measurement, MetricDef, Scenario};
 use lab::report::{Direction, RunRecord};
+use lab::stats::{BootOrder, Decision};
 use lab::topology::Topology;
 use lab::variant::Variant;
 use serde::{Deserialize, Serialize};
@@ -16,7 +19,19 @@ use serde::{Deserialize, Serialize};
 struct SettingsProbe {
     params: ProbeParams,
     fail_in_measure: bool,
+    /// Boots (by attempt) whose guest writes a WARNING line to its kernel log.
+    warn: Warn,
 }
+
+#[derive(Clone, Copy, PartialEq)]
+enum Warn {
+    Never,
+    OnAttempt(usize),
+    Always,
+}
+
+/// What the probe writes to the guest's kernel log, shaped like the kernel's own.
+const WARNING_LINE: &str = "WARNING: CPU: 0 PID: 1 at lab/tests/experiment.rs:1 lab_probe_warning";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct ProbeParams {
@@ -64,6 +79,11 @@ impl Scenario for SettingsProbe {
 
     async fn measure(&self, params: &ProbeParams, boot: &Boot<'_>) -> Result<Measurement> {
         anyhow::ensure!(!self.fail_in_measure, "this probe fails on purpose");
+        if self.warn == Warn::Always || self.warn == Warn::OnAttempt(boot.sequence) {
+            boot.vm
+                .sh(&format!("echo '{WARNING_LINE}' > /dev/kmsg"))
+                .await?;
+        }
         let out = boot
             .vm
             .sh("cat /sys/kernel/debug/sched/features; echo; cat /proc/cmdline; nproc")
@@ -91,11 +111,12 @@ fn probe() -> SettingsProbe {
     SettingsProbe {
         params: ProbeParams { level: 1 },
         fail_in_measure: false,
+        warn: Warn::Never,
     }
 }
 
 #[tokio::test]
-async fn three_variants_give_three_columns_and_one_sample_per_boot() {
+async fn three_variants_are_decided_with_boots_only_where_unknown() {
     let lab = common::lab().await;
     let results = tempfile::tempdir().unwrap();
     let variants: Vec<Variant> = [
@@ -107,10 +128,14 @@ async fn three_variants_give_three_columns_and_one_sample_per_boot() {
     .map(|v| v.parse().unwrap())
     .collect();
     let names: Vec<String> = variants.iter().map(|v| v.name.clone()).collect();
-    let repetitions = 2;
+    let seed = 20261201;
+    // Decided on the echoed level: the feature leaves it at 1 (SAME after the first 4 boots a
+    // side), the third column sets 7, which 4 against 4 cannot call (p = 0.029 > 0.01), so the
+    // base and that column get a fifth boot each and it is DIFFERENT.
     let outcome = Experiment::new(probe())
         .variants(variants)
-        .repetitions(repetitions)
+        .primary("level", 0.5)
+        .seed(seed)
         .results_root(results.path())
         .parallel(2)
         .run(&lab)
@@ -122,58 +147,108 @@ async fn three_variants_give_three_columns_and_one_sample_per_boot() {
     for name in &names {
         assert!(table.contains(name.as_str()), "{name} missing:\n{table}");
     }
+    let c = outcome.comparison();
+    c.assert_same("level", &names[1]).unwrap();
+    c.assert_higher("level", &names[2]).unwrap();
 
-    // The stored record is the one source: exactly `repetitions` samples per variant and metric.
+    // The stored record is the one source: one sample per valid boot, 5, 4 and 5.
     let stored = RunRecord::read_json(&outcome.record_path).unwrap();
-    assert_eq!(stored.boots().len(), 3 * repetitions);
+    let per_variant = [5, 4, 5];
+    assert_eq!(stored.boots().len(), 14);
     for metric in stored.comparison().metrics() {
         if metric.name == "probe_level" {
             continue;
         }
-        for name in &names {
-            assert_eq!(
-                stored
-                    .comparison()
-                    .samples(&metric.name, name)
-                    .unwrap()
-                    .len(),
-                repetitions,
-                "{} of {name}",
-                metric.name
-            );
+        for (name, n) in names.iter().zip(per_variant) {
+            let samples = stored.comparison().samples(&metric.name, name).unwrap();
+            assert_eq!(samples.len(), n, "{} of {name}", metric.name);
         }
     }
     assert_eq!(
         std::fs::read_to_string(&outcome.table_path).unwrap(),
         stored.comparison().table()
     );
+    // Every decision point is in the record: after 12 boots, one SAME and one UNKNOWN; after
+    // 14, both decided.
+    let points: Vec<(usize, Vec<Option<Decision>>, &str)> = stored
+        .decisions
+        .iter()
+        .map(|d| {
+            (
+                d.boots,
+                d.verdicts
+                    .iter()
+                    .map(|v| v.verdict.as_ref().map(|v| v.decision))
+                    .collect(),
+                d.next.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(points.len(), 2, "{points:?}");
+    assert_eq!(points[0].0, 12);
+    assert_eq!(points[0].1, [Some(Decision::Same), Some(Decision::Unknown)]);
+    assert!(points[0].2.starts_with("add boots"), "{points:?}");
+    assert_eq!(points[1].0, 14);
+    assert_eq!(
+        points[1].1,
+        [Some(Decision::Same), Some(Decision::Different)]
+    );
+    assert_eq!(points[1].2, "stop: every primary verdict decided");
+    let verdict = stored.decisions[0].verdicts[1].verdict.as_ref().unwrap();
+    assert_eq!((verdict.n_base, verdict.n_variant), (4, 4));
+    assert!((verdict.p - 2.0 / 70.0).abs() < 1e-9, "{}", verdict.p);
 
     // Each boot measured its own variant's settings.
-    let c = stored.comparison();
-    assert_eq!(c.samples("run_to_parity", &names[0]).unwrap(), [1.0, 1.0]);
-    assert_eq!(c.samples("run_to_parity", &names[1]).unwrap(), [0.0, 0.0]);
-    assert_eq!(
-        c.samples("probe_on_cmdline", &names[2]).unwrap(),
-        [1.0, 1.0]
-    );
-    assert_eq!(
-        c.samples("probe_on_cmdline", &names[0]).unwrap(),
-        [0.0, 0.0]
-    );
-    assert_eq!(c.samples("level", &names[2]).unwrap(), [7.0, 7.0]);
-    assert_eq!(c.samples("level", &names[1]).unwrap(), [1.0, 1.0]);
-    assert_eq!(c.samples("cpus", &names[0]).unwrap(), [8.0, 8.0]);
+    assert!(c
+        .samples("run_to_parity", &names[0])
+        .unwrap()
+        .iter()
+        .all(|&x| x == 1.0));
+    assert!(c
+        .samples("run_to_parity", &names[1])
+        .unwrap()
+        .iter()
+        .all(|&x| x == 0.0));
+    assert!(c
+        .samples("probe_on_cmdline", &names[2])
+        .unwrap()
+        .iter()
+        .all(|&x| x == 1.0));
+    assert!(c
+        .samples("probe_on_cmdline", &names[0])
+        .unwrap()
+        .iter()
+        .all(|&x| x == 0.0));
+    assert!(c
+        .samples("level", &names[1])
+        .unwrap()
+        .iter()
+        .all(|&x| x == 1.0));
+    assert!(c
+        .samples("cpus", &names[0])
+        .unwrap()
+        .iter()
+        .all(|&x| x == 8.0));
     // An optional metric has samples only from the boots that measured it.
-    assert_eq!(c.samples("probe_level", &names[2]).unwrap(), [7.0, 7.0]);
+    assert_eq!(c.samples("probe_level", &names[2]).unwrap(), [7.0; 5]);
     assert!(c.samples("probe_level", &names[0]).unwrap().is_empty());
 
-    // Boots ran interleaved (two at a time where the host has the CPU slots) and are recorded
-    // in the design's order whichever finished first; each kept its artefacts, logs and where
-    // its time went in its own directory.
-    let order: Vec<&str> = stored.boots().iter().map(|b| b.variant.as_str()).collect();
-    assert_ne!(order[0], order[1], "not interleaved: {order:?}");
+    // The seed gives the order: the stages the run took, replayed, give the recorded boots.
+    assert_eq!(stored.manifest.parameters["seed"], seed);
+    let mut order = BootOrder::new(seed);
+    let mut want = order.stage(&[0, 1, 2], &[0, 0, 0], 4);
+    want.extend(order.stage(&[0, 2], &[4, 4, 4], 5));
+    let recorded: Vec<usize> = stored
+        .boots()
+        .iter()
+        .map(|b| names.iter().position(|n| *n == b.variant).unwrap())
+        .collect();
+    assert_eq!(recorded, want);
+    // Boots ran two at a time where the host has the CPU slots and are recorded in the design's
+    // order whichever finished first; each kept its artefacts, logs and where its time went in
+    // its own directory.
     for (i, b) in stored.boots().iter().enumerate() {
-        assert_eq!(b.sequence, i, "boots out of order: {order:?}");
+        assert_eq!(b.sequence, i, "boots out of order: {recorded:?}");
         let dir = std::path::PathBuf::from(b.details["dir"].as_str().unwrap());
         assert!(dir.starts_with(&outcome.dir), "{dir:?}");
         let leaf = dir.file_name().unwrap().to_string_lossy().into_owned();
@@ -189,7 +264,14 @@ async fn three_variants_give_three_columns_and_one_sample_per_boot() {
             .collect();
         assert_eq!(
             phases,
-            ["boot", "devices", "settings", "measure", "shutdown"]
+            [
+                "boot",
+                "devices",
+                "settings",
+                "measure",
+                "kernel log",
+                "shutdown"
+            ]
         );
         assert!(dir.join("probe.txt").is_file());
         let serial = std::fs::read_dir(&dir)
@@ -203,6 +285,59 @@ async fn three_variants_give_three_columns_and_one_sample_per_boot() {
     assert_eq!(params[2]["params"]["level"], 7);
     assert_eq!(stored.manifest.kernel.as_array().unwrap().len(), 3);
     assert_eq!(stored.manifest.image.as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn a_boot_whose_kernel_warned_gives_no_sample() {
+    let lab = common::lab().await;
+    let results = tempfile::tempdir().unwrap();
+    // The first boot's guest writes a WARNING: its sample is refused, quoting the line, and a
+    // replacement boots; the run goes on with one valid boot per variant.
+    let outcome = Experiment::new(SettingsProbe {
+        warn: Warn::OnAttempt(0),
+        ..probe()
+    })
+    .repetitions(1)
+    .seed(1)
+    .results_root(results.path())
+    .run(&lab)
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let record = RunRecord::read_json(&outcome.record_path).unwrap();
+    assert_eq!(record.boots().len(), 2);
+    assert_eq!(record.rejected.len(), 1, "{:?}", record.rejected);
+    let rejected = &record.rejected[0];
+    assert!(
+        rejected.cause.contains("the kernel log shows a WARNING")
+            && rejected.cause.contains(WARNING_LINE),
+        "{}",
+        rejected.cause
+    );
+    assert!(
+        rejected.dir.join("probe.txt").is_file(),
+        "its logs are kept"
+    );
+    for name in outcome.comparison().variants() {
+        assert_eq!(
+            outcome.comparison().samples("level", name).unwrap().len(),
+            1
+        );
+    }
+    // A kernel that warns in every boot: with no refusal allowed the run fails at once, quoting
+    // the line, and keeps a partial record.
+    let mut experiment = Experiment::new(SettingsProbe {
+        warn: Warn::Always,
+        ..probe()
+    })
+    .repetitions(1)
+    .results_root(results.path());
+    experiment.max_rejected = 0;
+    let e = format!("{:#}", experiment.run(&lab).await.unwrap_err());
+    assert!(
+        e.contains("gave no valid sample") && e.contains(WARNING_LINE),
+        "{e}"
+    );
+    assert!(e.contains("partial record in"), "{e}");
 }
 
 #[tokio::test]

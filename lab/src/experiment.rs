@@ -5,11 +5,16 @@
 //! 1. check every variant, apply its parameter overrides and plan its boot (bad input fails
 //!    here, before anything is built or started);
 //! 2. build (or find) every variant's kernel and guest image;
-//! 3. boot in interleaved order (one boot = one sample), as many side by side as the host's CPU
-//!    slots allow ([`crate::slots`]): bind devices and pin their IRQs, apply the variant's
-//!    scheduler features and sysctls, measure, shut down;
-//! 4. record each boot in the run record, the one owner of samples, and write the record, its
-//!    table and each boot's artefacts into a directory of this run's own.
+//! 3. boot in stages, each in a seeded, balanced order (one boot = one sample), as many side by
+//!    side as the host's CPU slots allow ([`crate::slots`]): bind devices and pin their IRQs,
+//!    apply the variant's scheduler features and sysctls, measure, check the guest kernel's log
+//!    and taint mask, shut down; a boot whose sample is invalid ([`crate::sample`]) is kept
+//!    aside with its cause and booted again;
+//! 4. after each stage, decide every primary metric for every variant against the base
+//!    (DIFFERENT, SAME or UNKNOWN, [`crate::stats::decision`]); while one is UNKNOWN and the
+//!    cap allows, the next stage boots the variants it involves again;
+//! 5. record each boot in the run record, the one owner of samples, with every decision point,
+//!    and write the record, its table and each boot's artefacts into a directory of its own.
 //!
 //! Nothing here knows a scenario's devices, tasks or metrics.
 
@@ -25,8 +30,10 @@ use serde_json::{json, Value};
 
 use crate::devices::{bind_and_pin, BoundDevice, DeviceSpec};
 use crate::kernel::ReadyKernel;
-use crate::report::{Comparison, Direction, Manifest, Picture, RunRecord};
-use crate::stats::interleaved_order;
+use crate::report::{
+    Comparison, DecisionPoint, Direction, Manifest, PairVerdict, Picture, RejectedBoot, RunRecord,
+};
+use crate::stats::{next_stage, BootOrder, Decision, Magnitude, Range, Repetitions};
 use crate::topology::Topology;
 use crate::variant::Variant;
 use crate::vm::Vm;
@@ -39,27 +46,60 @@ pub struct MetricDef {
     /// Shown after the name in the table ("%", "per 100 completions", "s").
     pub unit: String,
     pub direction: Direction,
-    /// Smallest |difference of means|, in `unit`, that counts as a change.
-    pub noise_floor: f64,
+    /// The smallest change that matters, in `unit` (or relative to the base's mean).
+    pub magnitude: Magnitude,
     /// A boot may have nothing to measure it on (a share of events that did not occur, an
     /// observer switched off): then it has no sample, and the table's n says so.
     pub optional: bool,
+    /// The values it can take (a share: 0-100).
+    pub range: Range,
+    /// Whether comparisons are decided on it (unless the experiment names its own primaries).
+    pub primary: bool,
 }
 
 impl MetricDef {
-    pub fn new(name: &str, unit: &str, direction: Direction, noise_floor: f64) -> MetricDef {
+    pub fn new(
+        name: &str,
+        unit: &str,
+        direction: Direction,
+        magnitude: impl Into<Magnitude>,
+    ) -> MetricDef {
         MetricDef {
             name: name.to_string(),
             unit: unit.to_string(),
             direction,
-            noise_floor,
+            magnitude: magnitude.into(),
             optional: false,
+            range: Range::ANY,
+            primary: false,
         }
+    }
+
+    /// A percentage share, from 0 to 100.
+    pub fn share(name: &str, magnitude: f64) -> MetricDef {
+        MetricDef::new(name, "%", Direction::Neutral, magnitude).range(Range::PERCENT)
     }
 
     /// See [`MetricDef::optional`].
     pub fn optional(mut self) -> MetricDef {
         self.optional = true;
+        self
+    }
+
+    /// See [`MetricDef::range`].
+    pub fn range(mut self, range: Range) -> MetricDef {
+        self.range = range;
+        self
+    }
+
+    /// Never below 0 (counts, rates, times).
+    pub fn non_negative(self) -> MetricDef {
+        self.range(Range::NON_NEGATIVE)
+    }
+
+    /// See [`MetricDef::primary`].
+    pub fn primary(mut self) -> MetricDef {
+        self.primary = true;
         self
     }
 }
@@ -146,7 +186,15 @@ pub struct Experiment<S: Scenario> {
     pub name: String,
     /// Base first; at least two.
     pub variants: Vec<Variant>,
-    pub repetitions: usize,
+    /// Boots per variant: fixed, or adaptive on the primary verdicts (the default).
+    pub repetitions: Repetitions,
+    /// The metrics the comparison is decided on, with the smallest change that matters (`None`:
+    /// the metric's own); empty: the scenario's primaries.
+    pub primaries: Vec<(String, Option<Magnitude>)>,
+    /// The seed of the boot order; `None`: a fresh one, recorded in the manifest.
+    pub seed: Option<u64>,
+    /// Boots of one variant whose samples may be refused before the run gives up.
+    pub max_rejected: usize,
     pub topology: String,
     /// Parameter overrides for every variant (a variant's own `set=` wins).
     pub overrides: BTreeMap<String, String>,
@@ -194,12 +242,16 @@ struct Arm<P> {
 }
 
 impl<S: Scenario> Experiment<S> {
-    /// The scenario's default comparison: its variants, 5 boots each, its topology.
+    /// The scenario's default comparison: its variants, its topology, its primary metrics,
+    /// boots added while a primary verdict is UNKNOWN ([`Repetitions::default`]).
     pub fn new(scenario: S) -> Experiment<S> {
         Experiment {
             name: scenario.name().to_string(),
             variants: scenario.default_variants(),
-            repetitions: 5,
+            repetitions: Repetitions::default(),
+            primaries: Vec::new(),
+            seed: None,
+            max_rejected: 2,
             topology: scenario.topology().to_string(),
             overrides: BTreeMap::new(),
             results_root: crate::host::results_root(),
@@ -220,8 +272,31 @@ impl<S: Scenario> Experiment<S> {
         self
     }
 
+    /// Exactly `n` boots per variant, whatever the verdicts.
     pub fn repetitions(mut self, n: usize) -> Self {
-        self.repetitions = n;
+        self.repetitions = Repetitions::Fixed(n);
+        self
+    }
+
+    /// `initial` boots per variant, then more while a primary verdict is UNKNOWN, at most
+    /// `cap` per variant.
+    pub fn adaptive(mut self, initial: usize, cap: usize) -> Self {
+        self.repetitions = Repetitions::Adaptive { initial, cap };
+        self
+    }
+
+    /// Decides the comparison on `metric` with `magnitude` as the smallest change that
+    /// matters, in the metric's unit or relative to the base. The first call replaces the
+    /// scenario's primaries; more calls add metrics.
+    pub fn primary(mut self, metric: &str, magnitude: impl Into<Magnitude>) -> Self {
+        self.primaries
+            .push((metric.to_string(), Some(magnitude.into())));
+        self
+    }
+
+    /// The seed of the boot order (recorded in every run; the same seed gives the same order).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
         self
     }
 
@@ -287,9 +362,10 @@ impl<S: Scenario> Experiment<S> {
                 self.variants.len()
             );
         }
-        if self.repetitions == 0 {
-            bail!("{}: repetitions must be at least 1", self.name);
+        if let Err(e) = self.repetitions.check() {
+            bail!("{}: {e}", self.name);
         }
+        self.definition()?;
         for (i, v) in self.variants.iter().enumerate() {
             v.validate()?;
             if self.variants[..i].iter().any(|o| o.name == v.name) {
@@ -344,7 +420,8 @@ impl<S: Scenario> Experiment<S> {
         Ok(planned)
     }
 
-    /// Runs every variant `repetitions` times, interleaved, and returns the record.
+    /// Runs the comparison in stages until every primary verdict is decided, or the cap is
+    /// reached (or exactly `repetitions` per variant when fixed), and returns the record.
     pub async fn run(&self, lab: &Lab) -> Result<Outcome> {
         let planned = self.plan()?;
         let topology = Topology::by_name(&self.topology)?;
@@ -367,12 +444,13 @@ impl<S: Scenario> Experiment<S> {
             });
         }
         let dir = run_dir(&self.results_root.join(crate::host::sanitize(&self.name)))?;
-        let mut record = RunRecord::new(self.definition()?, self.manifest(lab, &topology, &arms))?;
+        let seed = self.seed.unwrap_or_else(BootOrder::fresh_seed);
+        let mut record = RunRecord::new(
+            self.definition()?,
+            self.manifest(lab, &topology, &arms, seed),
+        )?;
         let record_path = dir.join("record.json");
-        let order = interleaved_order(arms.len(), self.repetitions);
-        let total = order.len();
-        // Boots run side by side as far as the host's CPU slots allow; `buffered` starts them in
-        // the interleaved order and yields them in it, so the record's order is the design's.
+        // Boots run side by side as far as the host's CPU slots allow.
         let at_once = self
             .parallel
             .unwrap_or_else(|| lab.guests_at_once(&topology));
@@ -383,59 +461,53 @@ impl<S: Scenario> Experiment<S> {
                 .iter()
                 .any(|d| matches!(d.kind, crate::devices::DeviceKind::Passthrough(_)))
         });
-        let at_once = if passthrough { 1 } else { at_once };
-        {
-            let boots = futures::stream::iter(order.into_iter().enumerate())
-                .map(|(sequence, index)| {
-                    let arm = &arms[index];
-                    let boot_dir = dir.join("boots").join(format!(
-                        "{sequence:02}-{}",
-                        crate::host::sanitize(&arm.variant.name)
-                    ));
-                    let topology = &topology;
-                    async move {
-                        crate::progress::step(format!(
-                            "{}: boot {}/{total}: {}",
-                            self.name,
-                            sequence + 1,
-                            arm.variant.name
-                        ));
-                        let result = self.one_boot(lab, topology, arm, sequence, &boot_dir).await;
-                        (sequence, arm, boot_dir, result)
-                    }
-                })
-                .buffered(at_once);
-            let mut boots = std::pin::pin!(boots);
-            while let Some((sequence, arm, boot_dir, result)) = boots.next().await {
-                match result.and_then(|(m, details)| {
-                    record
-                        .record_boot(&arm.variant.name, m, details)
-                        .map_err(anyhow::Error::from)
-                }) {
-                    Ok(()) => {}
-                    Err(e) => {
-                        let e = e.context(format!(
-                            "{}: boot {} of {total} ({}); its logs are in {}",
-                            self.name,
-                            sequence + 1,
-                            arm.variant.name,
-                            boot_dir.display()
-                        ));
-                        // Keep what ran: the boots before the failure and why it stopped. Boots
-                        // still running are killed when the stream is dropped.
-                        record.failure = Some(format!("{e:#}"));
-                        let kept = record.write_json_to(&record_path);
-                        return Err(match kept {
-                            Ok(()) => {
-                                e.context(format!("partial record in {}", record_path.display()))
-                            }
-                            Err(_) => e,
-                        });
-                    }
+        let boots = Boots {
+            experiment: self,
+            lab,
+            topology: &topology,
+            arms: &arms,
+            dir: &dir,
+            at_once: if passthrough { 1 } else { at_once },
+        };
+        let mut order = BootOrder::new(seed);
+        let mut attempts = 0;
+        let mut active: Vec<usize> = (0..arms.len()).collect();
+        let mut target = self.repetitions.initial();
+        loop {
+            let have = self.valid_boots(&record, &arms);
+            let stage = order.stage(&active, &have, target);
+            crate::progress::step(format!(
+                "{}: {} boots: {} to {target} each",
+                self.name,
+                stage.len(),
+                names(&arms, &active)
+            ));
+            if let Err(e) = boots.stage(&stage, &mut record, &mut attempts).await {
+                // Keep what ran: the boots before the failure and why it stopped. Boots still
+                // running are killed when their futures are dropped.
+                record.failure = Some(format!("{e:#}"));
+                let kept = record.write_json_to(&record_path);
+                return Err(match kept {
+                    Ok(()) => e.context(format!("partial record in {}", record_path.display())),
+                    Err(_) => e,
+                });
+            }
+            let (point, next) = self.decision_point(&record, &arms);
+            record.decisions.push(point);
+            // Written after every stage: a killed run keeps its boots and decisions.
+            record.write_json_to(&record_path)?;
+            match next {
+                Some((variants, n)) => {
+                    active = variants;
+                    target = n;
                 }
+                None => break,
             }
         }
-        record.write_json_to(&record_path)?;
+        let last = record.decisions.last().map(|d| d.next.clone());
+        if let Some(next) = last {
+            crate::progress::step(format!("{}: {next}", self.name));
+        }
         let table_path = dir.join("table.txt");
         std::fs::write(&table_path, record.comparison().table())
             .with_context(|| format!("writing {}", table_path.display()))?;
@@ -455,19 +527,122 @@ impl<S: Scenario> Experiment<S> {
         })
     }
 
-    /// The comparison's variants and metrics, without samples.
+    /// Valid boots so far per arm.
+    fn valid_boots(&self, record: &RunRecord, arms: &[Arm<S::Params>]) -> Vec<usize> {
+        arms.iter()
+            .map(|a| {
+                record
+                    .boots()
+                    .iter()
+                    .filter(|b| b.variant == a.variant.name)
+                    .count()
+            })
+            .collect()
+    }
+
+    /// The primary verdicts now, and what to boot next: the base and every variant with an
+    /// UNKNOWN verdict, up to the next step (`None`: stop).
+    fn decision_point(
+        &self,
+        record: &RunRecord,
+        arms: &[Arm<S::Params>],
+    ) -> (DecisionPoint, Option<(Vec<usize>, usize)>) {
+        let have = self.valid_boots(record, arms);
+        let verdicts: Vec<PairVerdict> = record
+            .comparison()
+            .verdicts()
+            .into_iter()
+            .map(|(metric, variant, verdict)| PairVerdict {
+                metric: metric.to_string(),
+                variant: variant.to_string(),
+                verdict: verdict.ok(),
+            })
+            .collect();
+        let undecided: Vec<usize> = arms
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter(|(_, a)| {
+                verdicts.iter().any(|v| {
+                    v.variant == a.variant.name
+                        && v.verdict
+                            .as_ref()
+                            .is_none_or(|v| v.decision == Decision::Unknown)
+                })
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let (next, plan) = if verdicts.is_empty() {
+            ("stop: no primary metric to decide on".to_string(), None)
+        } else if let Repetitions::Fixed(n) = self.repetitions {
+            (format!("stop: fixed at {n} boots per variant"), None)
+        } else if undecided.is_empty() {
+            ("stop: every primary verdict decided".to_string(), None)
+        } else {
+            match next_stage(self.repetitions, &have, &undecided) {
+                Some((active, target)) => (
+                    format!("add boots: {} to {target} each", names(arms, &active)),
+                    Some((active, target)),
+                ),
+                None => (
+                    format!(
+                        "stop: UNKNOWN for {} at the cap of {} boots per variant",
+                        names(arms, &undecided),
+                        self.repetitions.cap()
+                    ),
+                    None,
+                ),
+            }
+        };
+        let point = DecisionPoint {
+            boots: record.boots().len(),
+            per_variant: arms
+                .iter()
+                .zip(&have)
+                .map(|(a, &n)| (a.variant.name.clone(), n))
+                .collect(),
+            verdicts,
+            next,
+        };
+        (point, plan)
+    }
+
+    /// The comparison's variants and metrics, without samples; the experiment's primaries (or
+    /// else the scenario's) marked.
     fn definition(&self) -> Result<Comparison> {
         let mut c = Comparison::new(
             self.name.clone(),
             self.variants.iter().map(|v| v.name.clone()),
         )?;
-        for m in self.scenario.metrics() {
-            c.add_metric(&m.name, &m.unit, m.direction, m.noise_floor)?;
+        let metrics = self.scenario.metrics();
+        for m in &metrics {
+            c.add_metric(&m.name, &m.unit, m.direction, m.magnitude)?;
+            c.set_range(&m.name, m.range)?;
+        }
+        if self.primaries.is_empty() {
+            for m in metrics.iter().filter(|m| m.primary) {
+                c.make_primary(&m.name, None)?;
+            }
+        }
+        for (metric, magnitude) in &self.primaries {
+            c.make_primary(metric, *magnitude).with_context(|| {
+                format!(
+                    "{}: primary metric {metric:?} of scenario {}",
+                    self.name,
+                    self.scenario.name()
+                )
+            })?;
         }
         Ok(c)
     }
 
-    fn manifest(&self, lab: &Lab, topology: &Topology, arms: &[Arm<S::Params>]) -> Manifest {
+    fn manifest(
+        &self,
+        lab: &Lab,
+        topology: &Topology,
+        arms: &[Arm<S::Params>],
+        seed: u64,
+    ) -> Manifest {
         let mut manifest = lab.manifest();
         manifest.topology = json!({
             "name": topology.name(),
@@ -493,7 +668,9 @@ impl<S: Scenario> Experiment<S> {
         manifest.parameters = json!({
             "scenario": self.scenario.name(),
             "repetitions": self.repetitions,
-            "order": "interleaved (Williams design)",
+            "seed": seed,
+            "order": format!("stages of randomized Williams rounds, seed {seed}"),
+            "max_rejected_per_variant": self.max_rejected,
             "variants": arms.iter().map(|a| json!({
                 "variant": a.variant.name,
                 "params": a.params,
@@ -547,6 +724,9 @@ impl<S: Scenario> Experiment<S> {
             };
             let m = self.scenario.measure(&arm.params, &boot).await?;
             phases.lap("measure", &started);
+            // A WARNING, a stall or a taint during the boot makes its sample no sample.
+            crate::vm::health::check(&vm).await?;
+            phases.lap("kernel log", &started);
             anyhow::Ok((m, devices))
         }
         .await;
@@ -597,6 +777,125 @@ impl Phases {
         let now = started.elapsed().as_secs_f64();
         self.0.push((name, now - so_far));
     }
+}
+
+/// What a stage of boots needs of its run.
+struct Boots<'a, S: Scenario> {
+    experiment: &'a Experiment<S>,
+    lab: &'a Lab,
+    topology: &'a Topology,
+    arms: &'a [Arm<S::Params>],
+    dir: &'a Path,
+    at_once: usize,
+}
+
+impl<S: Scenario> Boots<'_, S> {
+    /// Boots `stage` (arm indices) as far side by side as allowed, started and recorded in its
+    /// order. A boot whose sample is refused is recorded as rejected and booted again at the
+    /// end of the stage, until its variant has had more than `max_rejected` refused.
+    async fn stage(
+        &self,
+        stage: &[usize],
+        record: &mut RunRecord,
+        attempts: &mut usize,
+    ) -> Result<()> {
+        let e = self.experiment;
+        let mut queue: std::collections::VecDeque<usize> = stage.iter().copied().collect();
+        let mut in_flight = futures::stream::FuturesOrdered::new();
+        let total = stage.len();
+        let mut done = 0;
+        loop {
+            while in_flight.len() < self.at_once {
+                let Some(index) = queue.pop_front() else {
+                    break;
+                };
+                let attempt = *attempts;
+                *attempts += 1;
+                let arm = &self.arms[index];
+                let boot_dir = self.dir.join("boots").join(format!(
+                    "{attempt:02}-{}",
+                    crate::host::sanitize(&arm.variant.name)
+                ));
+                crate::progress::step(format!(
+                    "{}: boot {} ({} of {total} in this stage): {}",
+                    e.name,
+                    attempt + 1,
+                    done + in_flight.len() + 1,
+                    arm.variant.name
+                ));
+                let (lab, topology) = (self.lab, self.topology);
+                in_flight.push_back(async move {
+                    let result = e.one_boot(lab, topology, arm, attempt, &boot_dir).await;
+                    (index, attempt, boot_dir, result)
+                });
+            }
+            let Some((index, attempt, boot_dir, result)) = in_flight.next().await else {
+                return Ok(());
+            };
+            let arm = &self.arms[index];
+            let failed = |error: anyhow::Error| {
+                error.context(format!(
+                    "{}: boot {} ({}); its logs are in {}",
+                    e.name,
+                    attempt + 1,
+                    arm.variant.name,
+                    boot_dir.display()
+                ))
+            };
+            match result {
+                Ok((metrics, details)) => {
+                    record
+                        .record_boot(&arm.variant.name, metrics, details)
+                        .map_err(|err| failed(err.into()))?;
+                    done += 1;
+                }
+                Err(error) => {
+                    let Some(rejected) = crate::sample::rejection(&error) else {
+                        return Err(failed(error));
+                    };
+                    crate::progress::warn(format!(
+                        "{}: boot {} ({}) gave no sample and is booted again: {}",
+                        e.name,
+                        attempt + 1,
+                        arm.variant.name,
+                        rejected.cause
+                    ));
+                    record.rejected.push(RejectedBoot {
+                        variant: arm.variant.name.clone(),
+                        cause: rejected.cause.clone(),
+                        dir: boot_dir.clone(),
+                    });
+                    let causes: Vec<&str> = record
+                        .rejected
+                        .iter()
+                        .filter(|r| r.variant == arm.variant.name)
+                        .map(|r| r.cause.as_str())
+                        .collect();
+                    if causes.len() > e.max_rejected {
+                        bail!(
+                            "{}: {} boots of {} gave no valid sample, more than the {} a run \
+                             allows:\n  {}",
+                            e.name,
+                            causes.len(),
+                            arm.variant.name,
+                            e.max_rejected,
+                            causes.join("\n  ")
+                        );
+                    }
+                    queue.push_back(index);
+                }
+            }
+        }
+    }
+}
+
+/// The variants at `indices`, for messages.
+fn names<P>(arms: &[Arm<P>], indices: &[usize]) -> String {
+    indices
+        .iter()
+        .map(|&i| arms[i].variant.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Applies `name = value` overrides to serialised parameters and reads them back, so every

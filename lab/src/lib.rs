@@ -22,6 +22,7 @@ pub mod observe;
 pub mod process;
 pub mod progress;
 pub mod report;
+pub mod sample;
 pub mod scenarios;
 pub mod skip;
 pub mod slots;

@@ -108,9 +108,26 @@ enum Cmd {
         /// `engine=ptdma`, `dmatest.polled=true` (a variant's own `@set=` wins).
         #[arg(long = "set", value_name = "PARAM=VALUE", value_parser = parse_set)]
         set: Vec<(String, String)>,
-        /// Boots per variant (one boot is one sample).
-        #[arg(long)]
+        /// Exactly N boots per variant (one boot is one sample). Without it the run starts with
+        /// 4 per variant and adds boots while a primary verdict is UNKNOWN.
+        #[arg(long, value_name = "N", conflicts_with = "max_repetitions")]
         repetitions: Option<usize>,
+        /// The most boots per variant an adaptive run may take (default 10).
+        #[arg(long, value_name = "N")]
+        max_repetitions: Option<usize>,
+        /// Decide the comparison on METRIC instead of the scenario's primary metric, with the
+        /// smallest change that matters in its unit (`=20`) or relative to the base (`=50%`);
+        /// repeat for several.
+        #[arg(long = "primary", value_name = "METRIC[=MAGNITUDE]", value_parser = parse_primary)]
+        primaries: Vec<(String, Option<lab::stats::Magnitude>)>,
+        /// The boot order's seed (recorded in every run; the same seed gives the same order).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Exit 0 when every primary verdict is SAME, 1 when one is DIFFERENT, and 125 when one
+        /// is UNKNOWN or the run failed (a kernel that does not build or boot): `git bisect
+        /// run`'s codes, with the base as good.
+        #[arg(long)]
+        exit_code: bool,
         /// Topology (default: the scenario's).
         #[arg(long)]
         topology: Option<String>,
@@ -263,6 +280,37 @@ enum BenchCmd {
 }
 
 /// `PARAM=VALUE` of `--set`.
+/// `git bisect run`'s "cannot test this commit".
+const BISECT_SKIP: i32 = 125;
+
+/// `--exit-code`: 1 when a primary verdict is DIFFERENT, else 125 when one is UNKNOWN (or
+/// missing), else 0 (every one SAME).
+fn verdict_exit_code(c: &lab::report::Comparison) -> i32 {
+    use lab::stats::Decision;
+    let decisions: Vec<Option<Decision>> = c
+        .verdicts()
+        .into_iter()
+        .map(|(_, _, v)| v.ok().map(|v| v.decision))
+        .collect();
+    if decisions.contains(&Some(Decision::Different)) {
+        1
+    } else if decisions.is_empty() || decisions.iter().any(|d| d != &Some(Decision::Same)) {
+        BISECT_SKIP
+    } else {
+        0
+    }
+}
+
+fn parse_primary(text: &str) -> Result<(String, Option<lab::stats::Magnitude>), String> {
+    match text.split_once('=') {
+        None if !text.is_empty() => Ok((text.to_string(), None)),
+        Some((metric, magnitude)) if !metric.is_empty() => {
+            Ok((metric.to_string(), Some(magnitude.parse()?)))
+        }
+        _ => Err(format!("{text:?}: write METRIC or METRIC=MAGNITUDE")),
+    }
+}
+
 fn parse_set(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
@@ -523,6 +571,17 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 let variants: Vec<String> = l.variants.iter().map(|v| v.to_string()).collect();
                 println!("  variants   {}", variants.join("  "));
                 println!("  parameters {}", l.params);
+                for m in l.metrics.iter().filter(|m| m.primary) {
+                    let unit = if m.unit.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", m.unit)
+                    };
+                    println!(
+                        "  primary    {}{unit}, smallest change that matters {}",
+                        m.name, m.magnitude
+                    );
+                }
                 let metrics: Vec<&str> = l.metrics.iter().map(|m| m.name.as_str()).collect();
                 println!("  metrics    {}", metrics.join(", "));
             }
@@ -533,6 +592,10 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             variants,
             set,
             repetitions,
+            max_repetitions,
+            primaries,
+            seed,
+            exit_code,
             topology,
             name,
             devices,
@@ -550,6 +613,9 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 scenario,
                 variants,
                 repetitions,
+                max_repetitions,
+                primaries,
+                seed,
                 topology,
                 set: set.into_iter().collect(),
                 name,
@@ -560,7 +626,15 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             // Unknown scenarios and bad parameters fail before QEMU or a kernel is prepared.
             lab::scenarios::describe(&request.scenario)?;
             let lab = lab_ready().await?;
-            let outcome = lab::scenarios::compare(&lab, &request).await?;
+            let outcome = match lab::scenarios::compare(&lab, &request).await {
+                Ok(outcome) => outcome,
+                Err(e) if exit_code => {
+                    eprintln!("lab: error: {e:#}");
+                    eprintln!("lab: exit 125: the comparison could not be made");
+                    return Ok(BISECT_SKIP);
+                }
+                Err(e) => return Err(e),
+            };
             print!("{}", outcome.comparison().table());
             eprintln!(
                 "lab: record {}\nlab: table {}",
@@ -576,7 +650,11 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                     lab.accel.name()
                 );
             }
-            Ok(0)
+            Ok(if exit_code {
+                verdict_exit_code(outcome.comparison())
+            } else {
+                0
+            })
         }
         Cmd::Host { command } => host(command),
         Cmd::Report {

@@ -79,16 +79,12 @@ impl TaskTrace {
             .context("starting the sched trace")
     }
 
-    /// Stops recording and returns the raw trace text. A ring that dropped events fails: shares
-    /// computed from a trace with holes would be a silently different sample.
+    /// Stops recording and returns the raw trace text. A ring that lost events refuses the
+    /// boot's sample: shares computed from a trace with holes would be a silently different
+    /// sample.
     pub async fn stop(&self, vm: &Vm) -> Result<String> {
-        let (text, overruns) = stop_tracing(vm, &self.events()).await?;
-        if overruns > 0 {
-            bail!(
-                "the sched trace dropped {overruns} events ({} KiB per CPU); raise buffer_kb",
-                self.buffer_kb
-            );
-        }
+        let (text, lost) = stop_tracing(vm, &self.events()).await?;
+        lost.refuse("the sched trace", self.buffer_kb)?;
         Ok(text)
     }
 }
@@ -115,12 +111,11 @@ async fn start_tracing(
     Ok(())
 }
 
-/// Stops recording, disables `events` and returns the raw trace with the number of events the
-/// ring dropped (the sum of every CPU's `overrun`).
+/// Stops recording, disables `events` and returns the raw trace with what the ring lost.
 async fn stop_tracing(
     vm: &Vm,
     events: &[(impl AsRef<str>, impl AsRef<str>)],
-) -> Result<(String, u64)> {
+) -> Result<(String, RingLoss)> {
     vm.sh(&format!("echo 0 > {TRACEFS}/tracing_on")).await?;
     let raw = vm.guest().read_file(&format!("{TRACEFS}/trace")).await?;
     let stats = vm
@@ -132,19 +127,69 @@ async fn stop_tracing(
         disable.push_str(&format!("echo 0 > events/{}/enable\n", event.as_ref()));
     }
     vm.sh(&disable).await?;
-    Ok((
-        String::from_utf8_lossy(&raw).into_owned(),
-        ring_overruns(&stats),
-    ))
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let mut lost = RingLoss::from_stats(&stats);
+    lost.lost_lines = lost_lines(&text);
+    Ok((text, lost))
 }
 
-/// Sum of the `overrun:` lines of tracefs' `per_cpu/cpu*/stats`: events overwritten before
-/// they were read.
-fn ring_overruns(stats: &str) -> u64 {
-    stats
+/// Events a trace ring lost, summed over its CPUs (tracefs' `per_cpu/cpu*/stats`) and from the
+/// trace text itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RingLoss {
+    /// Overwritten before they were read (`overrun:`).
+    pub overrun: u64,
+    /// Dropped by the writer when the ring was full mid-commit (`commit overrun:`).
+    pub commit_overrun: u64,
+    /// Dropped because the ring was full and not overwriting (`dropped events:`).
+    pub dropped: u64,
+    /// Events the reader was told it missed (`LOST n EVENTS` lines of the trace).
+    pub lost_lines: u64,
+}
+
+impl RingLoss {
+    /// Reads the counters of tracefs' per-CPU `stats` files (concatenated).
+    pub fn from_stats(stats: &str) -> RingLoss {
+        let sum = |key: &str| -> u64 {
+            stats
+                .lines()
+                .filter_map(|l| l.strip_prefix(key))
+                .filter_map(|v| v.trim().parse::<u64>().ok())
+                .sum()
+        };
+        RingLoss {
+            overrun: sum("overrun:"),
+            commit_overrun: sum("commit overrun:"),
+            dropped: sum("dropped events:"),
+            lost_lines: 0,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.overrun + self.commit_overrun + self.dropped + self.lost_lines
+    }
+
+    /// A [`crate::sample::reject`] naming every counter when `what` lost anything.
+    pub fn refuse(&self, what: &str, buffer_kb: u32) -> Result<()> {
+        if self.total() == 0 {
+            return Ok(());
+        }
+        Err(crate::sample::reject(format!(
+            "{what} lost events ({} KiB per CPU): {} overwritten, {} commit overruns, {} \
+             dropped, {} reported lost in the trace; counts from it would be low",
+            buffer_kb, self.overrun, self.commit_overrun, self.dropped, self.lost_lines
+        )))
+    }
+}
+
+/// The sum of the trace's `CPU:N [LOST n EVENTS]` notes.
+fn lost_lines(trace: &str) -> u64 {
+    trace
         .lines()
-        .filter_map(|l| l.strip_prefix("overrun:"))
-        .filter_map(|v| v.trim().parse::<u64>().ok())
+        .filter_map(|l| {
+            let rest = &l[l.find("[LOST ")? + "[LOST ".len()..];
+            rest.split_whitespace().next()?.parse::<u64>().ok()
+        })
         .sum()
 }
 
@@ -186,17 +231,11 @@ impl EventCount {
             .context("starting the event count")
     }
 
-    /// Stops recording; returns the raw trace and its parsed events. Fails when the ring
-    /// dropped events.
+    /// Stops recording; returns the raw trace and its parsed events. Refuses the boot's
+    /// sample when the ring lost events.
     pub async fn stop(&self, vm: &Vm) -> Result<(String, Vec<TraceEvent>)> {
-        let (text, overruns) = stop_tracing(vm, &self.events).await?;
-        if overruns > 0 {
-            bail!(
-                "the trace ring dropped {overruns} events ({} KiB per CPU): counts would be low; \
-                 raise buffer_kb or trace less",
-                self.buffer_kb
-            );
-        }
+        let (text, lost) = stop_tracing(vm, &self.events).await?;
+        lost.refuse("the event count's trace", self.buffer_kb)?;
         let events = parse_trace(&text);
         Ok((text, events))
     }
@@ -440,14 +479,14 @@ impl TaskPlacement {
         self.switch_ins.values().sum()
     }
 
-    /// Percentage of the task's switch-ins on any of `cpus`.
-    pub fn share_on(&self, cpus: &[u32]) -> f64 {
+    /// Percentage of the task's switch-ins on any of `cpus`; `None` when it never ran.
+    pub fn share_on(&self, cpus: &[u32]) -> Option<f64> {
         let total = self.total_switch_ins();
         if total == 0 {
-            return 0.0;
+            return None;
         }
         let on: u64 = cpus.iter().filter_map(|c| self.switch_ins.get(c)).sum();
-        100.0 * on as f64 / total as f64
+        Some(100.0 * on as f64 / total as f64)
     }
 
     /// The largest single-CPU share of switch-ins, in percent, and that CPU.
@@ -459,21 +498,21 @@ impl TaskPlacement {
         }
     }
 
-    /// Per-LLC shares of switch-ins, in percent, by LLC id.
+    /// Per-LLC shares of switch-ins, in percent, by LLC id (empty when it never ran).
     pub fn llc_shares(&self, topology: &Topology) -> BTreeMap<u32, f64> {
         topology
             .llcs()
             .iter()
-            .map(|l| (l.id, self.share_on(&l.cpus)))
+            .filter_map(|l| Some((l.id, self.share_on(&l.cpus)?)))
             .collect()
     }
 
-    /// Per-node shares of switch-ins, in percent, by node id.
+    /// Per-node shares of switch-ins, in percent, by node id (empty when it never ran).
     pub fn node_shares(&self, topology: &Topology) -> BTreeMap<u32, f64> {
         topology
             .nodes()
             .iter()
-            .map(|n| (n.id, self.share_on(&n.cpus)))
+            .filter_map(|n| Some((n.id, self.share_on(&n.cpus)?)))
             .collect()
     }
 }
@@ -719,7 +758,7 @@ mod tests {
         );
         assert_eq!(p.irq_cpus, BTreeMap::from([(2, 1)]));
         assert!((p.runtime_us[&0] - 200.0).abs() < 1e-6);
-        assert_eq!(p.share_on(&[2]), 50.0);
+        assert_eq!(p.share_on(&[2]), Some(50.0));
     }
 
     #[test]
@@ -746,12 +785,34 @@ mod tests {
     }
 
     #[test]
-    fn ring_overruns_sum_every_cpu() {
-        let stats = "entries: 10\noverrun: 0\ncommit overrun: 0\nentries: 4\noverrun: 7\n\
-                     commit overrun: 1\nentries: 2\noverrun: 3\n";
-        // "commit overrun" is a different counter (events the writer itself dropped).
-        assert_eq!(ring_overruns(stats), 10);
-        assert_eq!(ring_overruns(""), 0);
+    fn every_kind_of_ring_loss_refuses_the_sample() {
+        let stats = "entries: 10\noverrun: 0\ncommit overrun: 0\ndropped events: 0\n\
+                     entries: 4\noverrun: 7\ncommit overrun: 1\ndropped events: 2\n\
+                     entries: 2\noverrun: 3\ncommit overrun: 0\n";
+        let mut lost = RingLoss::from_stats(stats);
+        assert_eq!(
+            (lost.overrun, lost.commit_overrun, lost.dropped),
+            (10, 1, 2)
+        );
+        lost.lost_lines = lost_lines("x\nCPU:1 [LOST 5 EVENTS]\ny\nCPU:0 [LOST 2 EVENTS]\n");
+        assert_eq!(lost.lost_lines, 7);
+        assert_eq!(lost.total(), 20);
+        let err = lost.refuse("the sched trace", 4096).unwrap_err();
+        let rejected = crate::sample::rejection(&err).expect("a rejected sample, not a failure");
+        assert!(
+            rejected
+                .cause
+                .contains("10 overwritten, 1 commit overruns, 2 dropped, 7 reported"),
+            "{}",
+            rejected.cause
+        );
+        // A commit overrun alone is a loss too.
+        let only_commit = RingLoss::from_stats("overrun: 0\ncommit overrun: 3\n");
+        assert!(only_commit.refuse("t", 1).is_err());
+        assert!(RingLoss::from_stats("overrun: 0\ncommit overrun: 0\n")
+            .refuse("t", 1)
+            .is_ok());
+        assert_eq!(RingLoss::from_stats("").total(), 0);
     }
 
     #[test]

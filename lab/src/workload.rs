@@ -285,14 +285,15 @@ impl DmatestResult {
     }
 
     /// Every started thread reported and ran all `iterations`: a short run (a thread that hit
-    /// dmatest's own timeout or stopped early) is an error naming the thread, never a sample.
+    /// dmatest's own timeout or stopped early) refuses the boot's sample
+    /// ([`crate::sample::reject`]), naming the thread.
     pub fn check_complete(&self, iterations: u32) -> Result<()> {
         if let Some(started) = self.started {
             if self.threads.len() as u64 != started {
-                bail!(
+                return Err(crate::sample::reject(format!(
                     "dmatest started {started} threads but {} reported a summary",
                     self.threads.len()
-                );
+                )));
             }
         }
         let short: Vec<String> = self
@@ -302,7 +303,10 @@ impl DmatestResult {
             .map(|t| format!("{} ran {} of {iterations}", t.thread, t.tests))
             .collect();
         if !short.is_empty() {
-            bail!("dmatest threads stopped short: {}", short.join(", "));
+            return Err(crate::sample::reject(format!(
+                "dmatest threads stopped short: {}",
+                short.join(", ")
+            )));
         }
         Ok(())
     }

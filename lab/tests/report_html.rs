@@ -144,7 +144,7 @@ fn one_run(records: &[&RunRecord]) -> RunRecord {
         lab::report::Comparison::new(first.name(), first.variants().to_vec()).unwrap();
     for m in first.metrics() {
         definition
-            .add_metric(&m.name, &m.unit, m.direction, m.noise_floor)
+            .add_metric(&m.name, &m.unit, m.direction, m.magnitude)
             .unwrap();
     }
     let mut run = RunRecord::new(definition, records[0].manifest.clone()).unwrap();
@@ -174,7 +174,7 @@ fn merging_two_runs_gives_the_table_of_one_run_with_both_sets_of_boots() {
         let c = a.comparison();
         let mut d = lab::report::Comparison::new(c.name(), c.variants().to_vec()).unwrap();
         for m in c.metrics() {
-            d.add_metric(&m.name, &m.unit, m.direction, m.noise_floor)
+            d.add_metric(&m.name, &m.unit, m.direction, m.magnitude)
                 .unwrap();
         }
         let mut r = RunRecord::new(d, a.manifest.clone()).unwrap();

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::{start_tracing, stop_tracing, TraceEvent};
@@ -73,17 +73,11 @@ impl WakeupTrace {
             .context("starting the wakeup trace")
     }
 
-    /// Stops recording; returns the raw trace and its summary. Fails when the ring dropped
-    /// events.
+    /// Stops recording; returns the raw trace and its summary. Refuses the boot's sample when
+    /// the ring lost events.
     pub async fn stop(&self, vm: &Vm) -> Result<(String, Wakeups)> {
-        let (text, overruns) = stop_tracing(vm, &self.events()).await?;
-        if overruns > 0 {
-            bail!(
-                "the wakeup trace dropped {overruns} events ({} KiB per CPU): counts would be \
-                 low; raise buffer_kb or trace a shorter run",
-                self.buffer_kb
-            );
-        }
+        let (text, lost) = stop_tracing(vm, &self.events()).await?;
+        lost.refuse("the wakeup trace", self.buffer_kb)?;
         let wakeups = Wakeups::from_events(&super::parse_trace(&text));
         Ok((text, wakeups))
     }

@@ -248,7 +248,11 @@ pub fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Result<Run
     }
     let mut definition = Comparison::new(base.name(), columns)?;
     for m in base.metrics() {
-        definition.add_metric(&m.name, &m.unit, m.direction, m.noise_floor)?;
+        definition.add_metric(&m.name, &m.unit, m.direction, m.magnitude)?;
+        definition.set_range(&m.name, m.range)?;
+        if m.primary {
+            definition.make_primary(&m.name, None)?;
+        }
     }
     let mut merged = RunRecord::new(definition, merged_manifest(records))?;
     let mut failures = Vec::new();
@@ -265,6 +269,11 @@ pub fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Result<Run
                 .record_boot(&column(r, &boot.variant), boot.samples.clone(), details)
                 .with_context(|| format!("{}: boots[{}]", path.display(), boot.sequence))?;
         }
+        for rejected in &r.rejected {
+            let mut rejected = rejected.clone();
+            rejected.variant = column(r, &rejected.variant);
+            merged.rejected.push(rejected);
+        }
         if let Some(f) = &r.failure {
             failures.push(format!("{}: {f}", path.display()));
         }
@@ -275,7 +284,7 @@ pub fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Result<Run
     Ok(merged)
 }
 
-/// Variants, metric names, units, directions and noise floors must agree.
+/// Variants, metric names, units, directions, magnitudes, ranges and primaries must agree.
 fn same_definition(a_path: &Path, a: &Comparison, b_path: &Path, b: &Comparison) -> Result<()> {
     let refuse = |field: &str, a_val: String, b_val: String| {
         anyhow::anyhow!(
@@ -298,12 +307,27 @@ fn same_definition(a_path: &Path, a: &Comparison, b_path: &Path, b: &Comparison)
     }
     for (ma, mb) in a.metrics().iter().zip(b.metrics()) {
         let (x, y) = (
-            (ma.unit.as_str(), ma.direction, ma.noise_floor),
-            (mb.unit.as_str(), mb.direction, mb.noise_floor),
+            (
+                ma.unit.as_str(),
+                ma.direction,
+                ma.magnitude,
+                ma.range,
+                ma.primary,
+            ),
+            (
+                mb.unit.as_str(),
+                mb.direction,
+                mb.magnitude,
+                mb.range,
+                mb.primary,
+            ),
         );
         if x != y {
             return Err(refuse(
-                &format!("metrics[{}] (unit, direction, noise floor)", ma.name),
+                &format!(
+                    "metrics[{}] (unit, direction, magnitude, range, primary)",
+                    ma.name
+                ),
                 format!("{x:?}"),
                 format!("{y:?}"),
             ));

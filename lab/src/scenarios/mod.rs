@@ -98,7 +98,15 @@ pub fn picture(name: &str) -> Option<crate::report::Picture> {
 pub struct Request {
     pub scenario: String,
     pub variants: Vec<Variant>,
+    /// Exactly this many boots per variant (default: adaptive on the primary verdicts).
     pub repetitions: Option<usize>,
+    /// The most boots per variant an adaptive run may take.
+    pub max_repetitions: Option<usize>,
+    /// Primary metrics with their magnitudes (`None`: the metric's own); empty: the
+    /// scenario's.
+    pub primaries: Vec<(String, Option<crate::stats::Magnitude>)>,
+    /// The boot order's seed (default: a fresh one, recorded).
+    pub seed: Option<u64>,
     pub topology: Option<String>,
     /// Parameter overrides for every variant.
     pub set: BTreeMap<String, String>,
@@ -130,6 +138,15 @@ async fn run<S: Scenario>(lab: &Lab, scenario: S, request: &Request) -> Result<O
     }
     if let Some(n) = request.repetitions {
         experiment = experiment.repetitions(n);
+    } else if let Some(cap) = request.max_repetitions {
+        let initial = experiment.repetitions.initial().min(cap);
+        experiment = experiment.adaptive(initial, cap);
+    }
+    for (metric, magnitude) in &request.primaries {
+        experiment.primaries.push((metric.clone(), *magnitude));
+    }
+    if let Some(seed) = request.seed {
+        experiment = experiment.seed(seed);
     }
     if let Some(t) = &request.topology {
         experiment = experiment.topology(t);

@@ -5,6 +5,7 @@
 //! early QEMU exit or the boot timeout become errors that quote the console's last lines, and the
 //! QEMU process group is killed whenever the `Vm` is dropped.
 
+pub mod health;
 pub mod serial;
 
 use std::path::{Path, PathBuf};

@@ -281,6 +281,27 @@ impl FioResult {
         })
     }
 
+    /// Every job ran for at least nine tenths of `runtime_s` (fio's `--time_based` runs them
+    /// the whole time): a job that stopped early refuses the boot's sample
+    /// ([`crate::sample::reject`]), naming it.
+    pub fn check_complete(&self, runtime_s: u32) -> Result<()> {
+        let want_ms = u64::from(runtime_s) * 1000;
+        let short: Vec<String> = self
+            .jobs
+            .iter()
+            .filter(|j| j.runtime_ms * 10 < want_ms * 9)
+            .map(|j| format!("{} ran {} ms of {want_ms}", j.name, j.runtime_ms))
+            .collect();
+        if short.is_empty() {
+            Ok(())
+        } else {
+            Err(crate::sample::reject(format!(
+                "fio jobs stopped short: {}",
+                short.join(", ")
+            )))
+        }
+    }
+
     /// IOPS of every job together, reads and writes.
     pub fn total_iops(&self) -> f64 {
         self.jobs.iter().map(|j| j.read.iops + j.write.iops).sum()

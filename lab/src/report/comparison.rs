@@ -1,0 +1,563 @@
+//! A [`Comparison`]: variants (the first is the base) and, per metric, one sample per boot of
+//! each. Its primary metrics are where it is decided (DIFFERENT, SAME or UNKNOWN, see
+//! [`crate::stats::decision`]); the others are shown with p-values adjusted for their number.
+
+use std::collections::BTreeMap;
+
+use anyhow::anyhow;
+use serde::{Deserialize, Serialize};
+
+use super::{fmt_p, fmt_signed, fmt_value, join_or_none, unit_suffix, Direction, ReportError};
+use crate::stats::{decide, holm, Change, Decision, Magnitude, Range, Summary, Verdict};
+
+/// A secondary metric is marked when its Holm-adjusted p is below this (`*`)...
+pub const MARK_ALPHA: f64 = 0.05;
+/// ... or this (`**`), and its shift exceeds its magnitude.
+pub const STRONG_MARK_ALPHA: f64 = 0.01;
+
+/// One metric of a comparison: its definition and the samples of every variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    pub name: String,
+    /// Shown after the name in the table, e.g. "%" or "per 100 completions"; may be empty.
+    #[serde(default)]
+    pub unit: String,
+    pub direction: Direction,
+    /// The smallest change that matters, in `unit` or relative to the base (records written
+    /// before verdicts called it the noise floor).
+    #[serde(alias = "noise_floor")]
+    pub magnitude: Magnitude,
+    /// The values the metric can take (a share: 0-100); intervals stay inside it.
+    #[serde(default, skip_serializing_if = "Range::is_any")]
+    pub range: Range,
+    /// Whether the comparison is decided on this metric.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub primary: bool,
+    /// Variant name -> one sample per boot, in boot order.
+    #[serde(default)]
+    pub samples: BTreeMap<String, Vec<f64>>,
+}
+
+/// Variants side by side over repeated boots. Fields are private so that every sample is
+/// finite and belongs to a declared metric and variant; JSON input is checked the same way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "ComparisonData")]
+pub struct Comparison {
+    name: String,
+    variants: Vec<String>,
+    metrics: Vec<Metric>,
+}
+
+/// The unchecked JSON shape of a [`Comparison`].
+#[derive(Deserialize)]
+struct ComparisonData {
+    name: String,
+    variants: Vec<String>,
+    #[serde(default)]
+    metrics: Vec<Metric>,
+}
+
+impl TryFrom<ComparisonData> for Comparison {
+    type Error = ReportError;
+
+    fn try_from(data: ComparisonData) -> Result<Self, ReportError> {
+        let mut c = Comparison::new(data.name, data.variants)?;
+        for m in data.metrics {
+            c.add_metric(&m.name, &m.unit, m.direction, m.magnitude)?;
+            c.set_range(&m.name, m.range)?;
+            if m.primary {
+                c.make_primary(&m.name, None)?;
+            }
+            for (variant, values) in &m.samples {
+                for &value in values {
+                    c.add_sample(&m.name, variant, value)?;
+                }
+            }
+        }
+        Ok(c)
+    }
+}
+
+impl Comparison {
+    /// A comparison named `name` (also its JSON file name) of `variants`, the first being the
+    /// base every other variant is compared with.
+    pub fn new<S: Into<String>>(
+        name: impl Into<String>,
+        variants: impl IntoIterator<Item = S>,
+    ) -> Result<Comparison, ReportError> {
+        let name = name.into();
+        if name.trim().is_empty() {
+            return Err(ReportError::EmptyName);
+        }
+        let variants: Vec<String> = variants.into_iter().map(Into::into).collect();
+        if variants.is_empty() {
+            return Err(ReportError::NoVariants { comparison: name });
+        }
+        for (index, v) in variants.iter().enumerate() {
+            if v.trim().is_empty() {
+                return Err(ReportError::EmptyVariant {
+                    comparison: name,
+                    index,
+                });
+            }
+            if variants[..index].contains(v) {
+                return Err(ReportError::DuplicateVariant {
+                    comparison: name,
+                    variant: v.clone(),
+                });
+            }
+        }
+        Ok(Comparison {
+            name,
+            variants,
+            metrics: Vec::new(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// All variants, base first.
+    pub fn variants(&self) -> &[String] {
+        &self.variants
+    }
+
+    pub fn base(&self) -> &str {
+        &self.variants[0]
+    }
+
+    /// Metrics in the order they were declared (the table's row order, primaries first).
+    pub fn metrics(&self) -> &[Metric] {
+        &self.metrics
+    }
+
+    /// The metrics the comparison is decided on.
+    pub fn primaries(&self) -> impl Iterator<Item = &Metric> {
+        self.metrics.iter().filter(|m| m.primary)
+    }
+
+    /// Declares a metric with the smallest change that matters for it (in `unit`, e.g. 2.0 for
+    /// two percentage points, or [`Magnitude::relative`]).
+    pub fn add_metric(
+        &mut self,
+        name: &str,
+        unit: &str,
+        direction: Direction,
+        magnitude: impl Into<Magnitude>,
+    ) -> Result<&mut Comparison, ReportError> {
+        let magnitude = magnitude.into();
+        if name.trim().is_empty() {
+            return Err(ReportError::EmptyMetric {
+                comparison: self.name.clone(),
+            });
+        }
+        if self.metrics.iter().any(|m| m.name == name) {
+            return Err(ReportError::DuplicateMetric {
+                comparison: self.name.clone(),
+                metric: name.to_string(),
+            });
+        }
+        self.check_magnitude(name, magnitude)?;
+        let samples = self
+            .variants
+            .iter()
+            .map(|v| (v.clone(), Vec::new()))
+            .collect();
+        self.metrics.push(Metric {
+            name: name.to_string(),
+            unit: unit.to_string(),
+            direction,
+            magnitude,
+            range: Range::ANY,
+            primary: false,
+            samples,
+        });
+        Ok(self)
+    }
+
+    fn check_magnitude(&self, metric: &str, magnitude: Magnitude) -> Result<(), ReportError> {
+        if magnitude.is_valid() {
+            Ok(())
+        } else {
+            Err(ReportError::BadMagnitude {
+                comparison: self.name.clone(),
+                metric: metric.to_string(),
+                value: magnitude.to_string(),
+            })
+        }
+    }
+
+    /// The values `metric` can take; intervals of its changes are clipped to them.
+    pub fn set_range(&mut self, metric: &str, range: Range) -> Result<(), ReportError> {
+        let index = self.metric_index(metric)?;
+        self.metrics[index].range = range;
+        Ok(())
+    }
+
+    /// Decides the comparison on `metric` too, with `magnitude` as the smallest change that
+    /// matters (`None`: the metric's own). Primaries move to the front of the table.
+    pub fn make_primary(
+        &mut self,
+        metric: &str,
+        magnitude: Option<Magnitude>,
+    ) -> Result<(), ReportError> {
+        let index = self.metric_index(metric)?;
+        if let Some(magnitude) = magnitude {
+            self.check_magnitude(metric, magnitude)?;
+            self.metrics[index].magnitude = magnitude;
+        }
+        self.metrics[index].primary = true;
+        // Stable: primaries first, each group in declaration order.
+        self.metrics.sort_by_key(|m| !m.primary);
+        Ok(())
+    }
+
+    pub fn metric(&self, name: &str) -> Result<&Metric, ReportError> {
+        Ok(&self.metrics[self.metric_index(name)?])
+    }
+
+    fn metric_index(&self, name: &str) -> Result<usize, ReportError> {
+        self.metrics
+            .iter()
+            .position(|m| m.name == name)
+            .ok_or_else(|| ReportError::UnknownMetric {
+                comparison: self.name.clone(),
+                metric: name.to_string(),
+                known: join_or_none(self.metrics.iter().map(|m| m.name.as_str())),
+            })
+    }
+
+    pub(crate) fn check_variant(&self, variant: &str) -> Result<(), ReportError> {
+        if self.variants.iter().any(|v| v == variant) {
+            Ok(())
+        } else {
+            Err(ReportError::UnknownVariant {
+                comparison: self.name.clone(),
+                variant: variant.to_string(),
+                known: join_or_none(self.variants.iter().map(String::as_str)),
+            })
+        }
+    }
+
+    /// Records one boot's value of `metric` for `variant`.
+    pub fn add_sample(
+        &mut self,
+        metric: &str,
+        variant: &str,
+        value: f64,
+    ) -> Result<(), ReportError> {
+        self.check_variant(variant)?;
+        let index = self.metric_index(metric)?;
+        if !value.is_finite() {
+            return Err(ReportError::NonFiniteSample {
+                comparison: self.name.clone(),
+                metric: metric.to_string(),
+                variant: variant.to_string(),
+                value,
+            });
+        }
+        self.metrics[index]
+            .samples
+            .entry(variant.to_string())
+            .or_default()
+            .push(value);
+        Ok(())
+    }
+
+    /// The samples of `variant` for `metric`, in boot order (empty if none yet).
+    pub fn samples(&self, metric: &str, variant: &str) -> Result<&[f64], ReportError> {
+        self.check_variant(variant)?;
+        let m = self.metric(metric)?;
+        Ok(m.samples.get(variant).map(Vec::as_slice).unwrap_or(&[]))
+    }
+
+    /// Whether any sample was recorded.
+    pub(crate) fn sample_count(&self) -> usize {
+        self.metrics
+            .iter()
+            .flat_map(|m| m.samples.values())
+            .map(Vec::len)
+            .sum()
+    }
+
+    pub fn summary(&self, metric: &str, variant: &str) -> Result<Summary, ReportError> {
+        Summary::of(self.samples(metric, variant)?)
+            .map_err(|source| self.stats(metric, variant, source))
+    }
+
+    fn stats(&self, metric: &str, variant: &str, source: crate::stats::StatsError) -> ReportError {
+        ReportError::Stats {
+            comparison: self.name.clone(),
+            metric: metric.to_string(),
+            variant: variant.to_string(),
+            source,
+        }
+    }
+
+    /// `variant` against the base for `metric`: what a table row shows.
+    pub fn change(&self, metric: &str, variant: &str) -> Result<Change, ReportError> {
+        let range = self.metric(metric)?.range;
+        let base = self.samples(metric, self.base())?;
+        let other = self.samples(metric, variant)?;
+        Change::between(base, other, range).map_err(|source| self.stats(metric, variant, source))
+    }
+
+    /// The decision for `variant` against the base on `metric`, with its magnitude.
+    pub fn verdict(&self, metric: &str, variant: &str) -> Result<Verdict, ReportError> {
+        let m = self.metric(metric)?;
+        let base = self.samples(metric, self.base())?;
+        let other = self.samples(metric, variant)?;
+        decide(base, other, m.magnitude, m.range)
+            .map_err(|source| self.stats(metric, variant, source))
+    }
+
+    /// Every primary metric's verdict for every variant but the base, in table order.
+    pub fn verdicts(&self) -> Vec<(&str, &str, Result<Verdict, ReportError>)> {
+        self.primaries()
+            .flat_map(|m| {
+                self.variants[1..]
+                    .iter()
+                    .map(move |v| (m.name.as_str(), v.as_str(), self.verdict(&m.name, v)))
+            })
+            .collect()
+    }
+
+    /// Ok when `variant` is DIFFERENT from the base on the primary `metric`; otherwise an error
+    /// with the verdict's numbers and the whole table.
+    pub fn assert_different(&self, metric: &str, variant: &str) -> anyhow::Result<Verdict> {
+        self.assert_decision(metric, variant, Decision::Different, None)
+    }
+
+    /// Ok when `variant` is DIFFERENT from the base and higher.
+    pub fn assert_higher(&self, metric: &str, variant: &str) -> anyhow::Result<Verdict> {
+        self.assert_decision(metric, variant, Decision::Different, Some(true))
+    }
+
+    /// Ok when `variant` is DIFFERENT from the base and lower.
+    pub fn assert_lower(&self, metric: &str, variant: &str) -> anyhow::Result<Verdict> {
+        self.assert_decision(metric, variant, Decision::Different, Some(false))
+    }
+
+    /// Ok when `variant` is the SAME as the base on the primary `metric`: the interval of the
+    /// shift lies inside ±magnitude. Too few or too scattered boots fail it.
+    pub fn assert_same(&self, metric: &str, variant: &str) -> anyhow::Result<Verdict> {
+        self.assert_decision(metric, variant, Decision::Same, None)
+    }
+
+    fn assert_decision(
+        &self,
+        metric: &str,
+        variant: &str,
+        want: Decision,
+        higher: Option<bool>,
+    ) -> anyhow::Result<Verdict> {
+        let m = self
+            .metric(metric)
+            .map_err(|e| self.failure(e.to_string()))?;
+        if !m.primary {
+            let primaries: Vec<&str> = self.primaries().map(|m| m.name.as_str()).collect();
+            return Err(self.failure(format!(
+                "{metric}: not a primary metric of {} (primaries: {}); a secondary metric is \
+                 shown, with p adjusted for the number of comparisons, not asserted",
+                self.name,
+                join_or_none(primaries.into_iter())
+            )));
+        }
+        let verdict = self
+            .verdict(metric, variant)
+            .map_err(|e| self.failure(e.to_string()))?;
+        let direction_ok = match higher {
+            None => true,
+            Some(up) => (verdict.shift > 0.0) == up,
+        };
+        if verdict.decision == want && direction_ok {
+            return Ok(verdict);
+        }
+        let expected = match (want, higher) {
+            (Decision::Different, Some(true)) => "DIFFERENT and higher".to_string(),
+            (Decision::Different, Some(false)) => "DIFFERENT and lower".to_string(),
+            (d, _) => d.to_string(),
+        };
+        let got = if verdict.decision == Decision::Unknown {
+            format!(
+                "UNKNOWN after {} boots ({}/{})",
+                verdict.n_base + verdict.n_variant,
+                verdict.n_base,
+                verdict.n_variant
+            )
+        } else {
+            verdict.decision.to_string()
+        };
+        let hint = match (
+            self.summary(metric, self.base()),
+            self.summary(metric, variant),
+        ) {
+            (Ok(b), Ok(v)) => verdict
+                .boots_needed(&b, &v)
+                .map(|n| format!("; at this spread about {n} boots per variant might decide it"))
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        Err(self.failure(format!(
+            "{metric}: expected {variant:?} {expected} against {base:?}, got {got}: {numbers}{hint}",
+            base = self.base(),
+            numbers = describe(&verdict, &m.unit),
+        )))
+    }
+
+    fn failure(&self, reason: String) -> anyhow::Error {
+        anyhow!("{reason}\n\n{}", self.table())
+    }
+
+    /// Every metric's numbers, in table order: what the text table and the HTML report show,
+    /// computed once here so both always agree. Secondary metrics' p-values are adjusted by
+    /// Holm over all of them (every secondary metric against every variant).
+    pub fn rows(&self) -> Vec<MetricRow<'_>> {
+        let mut rows: Vec<MetricRow<'_>> =
+            self.metrics.iter().map(|m| self.metric_row(m)).collect();
+        let mut family: Vec<(usize, usize, f64)> = Vec::new();
+        for (r, row) in rows.iter().enumerate() {
+            if row.metric.primary {
+                continue;
+            }
+            for (o, other) in row.others.iter().enumerate() {
+                if let Some(ch) = &other.change {
+                    family.push((r, o, ch.p_value));
+                }
+            }
+        }
+        let adjusted = holm(&family.iter().map(|f| f.2).collect::<Vec<_>>());
+        for (&(r, o, _), adj) in family.iter().zip(adjusted) {
+            let metric = rows[r].metric;
+            let other = &mut rows[r].others[o];
+            other.adjusted_p = Some(adj);
+            let ch = other.change.as_ref().expect("in the family");
+            let material = ch.shift.abs() > metric.magnitude.in_units(ch.base.mean);
+            other.marker = match adj {
+                p if material && p < STRONG_MARK_ALPHA => "**",
+                p if material && p < MARK_ALPHA => "*",
+                _ => "",
+            };
+            if !other.marker.is_empty() {
+                other.judgement = metric.direction.judge(ch.shift);
+            }
+        }
+        rows
+    }
+
+    fn metric_row<'a>(&'a self, m: &'a Metric) -> MetricRow<'a> {
+        let others = self.variants[1..]
+            .iter()
+            .map(|v| {
+                let change = self.change(&m.name, v).ok();
+                let verdict = m.primary.then(|| self.verdict(&m.name, v).ok()).flatten();
+                let judgement = verdict
+                    .as_ref()
+                    .filter(|v| v.decision == Decision::Different)
+                    .and_then(|v| m.direction.judge(v.shift));
+                VariantChange {
+                    variant: v,
+                    summary: self.summary(&m.name, v).ok(),
+                    change,
+                    verdict,
+                    adjusted_p: None,
+                    marker: "",
+                    judgement,
+                }
+            })
+            .collect();
+        MetricRow {
+            metric: m,
+            base: self.summary(&m.name, self.base()).ok(),
+            others,
+            counts: self
+                .variants
+                .iter()
+                .map(|v| m.samples.get(v).map_or(0, Vec::len))
+                .collect(),
+        }
+    }
+
+    /// The comparison as an LKP-style table, the primary verdicts first (see [`super::table`]).
+    pub fn table(&self) -> String {
+        self.table_of(&self.rows())
+    }
+
+    /// [`Comparison::table`] from rows already computed.
+    pub fn table_of(&self, rows: &[MetricRow<'_>]) -> String {
+        super::table::render(self, rows)
+    }
+
+    /// Writes `<dir>/<name>.json` (name made file-safe) atomically: a reader never sees a
+    /// half-written file.
+    pub fn write_json(&self, dir: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
+        super::write_json_atomic(dir, &self.name, self)
+    }
+
+    pub fn read_json(path: &std::path::Path) -> anyhow::Result<Comparison> {
+        super::read_json(path)
+    }
+}
+
+impl std::fmt::Display for Comparison {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.table())
+    }
+}
+
+/// A verdict's numbers in one line: shift, interval, p-values, n.
+pub fn describe(v: &Verdict, unit: &str) -> String {
+    let unit = unit_suffix(unit);
+    let interval = match v.interval {
+        Some(ci) => format!(
+            "{}% interval [{}, {}]{unit}",
+            crate::stats::SAME_CONFIDENCE * 100.0,
+            fmt_signed(ci.low),
+            fmt_signed(ci.high)
+        ),
+        None => "no interval yet (fewer than 3 boots a side)".to_string(),
+    };
+    format!(
+        "shift {}{unit}, {interval}, magnitude {}{unit}, p={} (Mann-Whitney {}, KS {}), means \
+         differ by {}{unit}, n={}/{}",
+        fmt_signed(v.shift),
+        fmt_value(v.magnitude),
+        fmt_p(v.p),
+        fmt_p(v.mann_whitney_p),
+        fmt_p(v.ks_p),
+        fmt_signed(v.mean_difference),
+        v.n_base,
+        v.n_variant
+    )
+}
+
+/// One metric's row: the base's summary and every other variant against it.
+#[derive(Debug, Clone)]
+pub struct MetricRow<'a> {
+    pub metric: &'a Metric,
+    /// `None` without samples.
+    pub base: Option<Summary>,
+    /// Every variant but the base, in column order.
+    pub others: Vec<VariantChange<'a>>,
+    /// Samples per variant, base first.
+    pub counts: Vec<usize>,
+}
+
+/// One variant against the base in a [`MetricRow`].
+#[derive(Debug, Clone)]
+pub struct VariantChange<'a> {
+    pub variant: &'a str,
+    pub summary: Option<Summary>,
+    /// `None` when either side has no samples.
+    pub change: Option<Change>,
+    /// A primary metric's decision.
+    pub verdict: Option<Verdict>,
+    /// A secondary metric's p after Holm's adjustment over all secondary comparisons.
+    pub adjusted_p: Option<f64>,
+    /// Secondary metrics: `**` (adjusted p<0.01), `*` (adjusted p<0.05) with the shift beyond
+    /// the magnitude, or empty.
+    pub marker: &'static str,
+    /// "better"/"worse" for a marked or DIFFERENT change, by the metric's direction.
+    pub judgement: Option<&'static str>,
+}

@@ -1,0 +1,235 @@
+//! A stored run: manifest, comparison, the boots in the order they ran, the boots whose
+//! samples were refused and why, and every decision point of an adaptive run.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{read_json, write_json_atomic, Comparison, Manifest, ReportError};
+use crate::stats::Verdict;
+
+/// One boot's raw result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BootRecord {
+    /// Position in the run's (interleaved) boot order, from 0.
+    pub sequence: usize,
+    pub variant: String,
+    /// Metric -> this boot's value.
+    pub samples: BTreeMap<String, f64>,
+    /// What the scenario kept besides its metrics: observation details, artefact paths.
+    #[serde(default, alias = "extra", skip_serializing_if = "Value::is_null")]
+    pub details: Value,
+}
+
+/// A stored run: manifest, comparison, and the boots in the order they ran. The record is the
+/// one owner of samples: they enter only through [`RunRecord::record_boot`], and a stored
+/// record whose table disagrees with its boots is refused when read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RunRecordData")]
+pub struct RunRecord {
+    pub schema_version: u32,
+    pub manifest: Manifest,
+    pub(super) comparison: Comparison,
+    pub(super) boots: Vec<BootRecord>,
+    /// Why the run stopped early, if it did (the boots before it are kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Boots that ran but gave no sample (a kernel WARNING, a lost trace event, a short
+    /// workload), in the order they ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<RejectedBoot>,
+    /// Where an adaptive run looked at its primary verdicts and what it did next.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<DecisionPoint>,
+}
+
+/// The unchecked JSON shape of a [`RunRecord`].
+#[derive(Deserialize)]
+struct RunRecordData {
+    schema_version: u32,
+    #[serde(default)]
+    manifest: Manifest,
+    comparison: Comparison,
+    #[serde(default)]
+    boots: Vec<BootRecord>,
+    #[serde(default)]
+    failure: Option<String>,
+    #[serde(default)]
+    rejected: Vec<RejectedBoot>,
+    #[serde(default)]
+    decisions: Vec<DecisionPoint>,
+}
+
+impl TryFrom<RunRecordData> for RunRecord {
+    type Error = ReportError;
+
+    fn try_from(data: RunRecordData) -> Result<Self, ReportError> {
+        let record = RunRecord {
+            schema_version: data.schema_version,
+            manifest: data.manifest,
+            comparison: data.comparison,
+            boots: data.boots,
+            failure: data.failure,
+            rejected: data.rejected,
+            decisions: data.decisions,
+        };
+        record.check_consistent()?;
+        Ok(record)
+    }
+}
+
+impl RunRecord {
+    pub const SCHEMA_VERSION: u32 = 2;
+
+    /// A record of `definition`: variants and metrics, no samples yet (those come from
+    /// [`RunRecord::record_boot`]).
+    pub fn new(definition: Comparison, manifest: Manifest) -> Result<RunRecord, ReportError> {
+        let samples = definition.sample_count();
+        if samples > 0 {
+            return Err(ReportError::DefinitionHasSamples {
+                comparison: definition.name().to_string(),
+                samples,
+            });
+        }
+        Ok(RunRecord {
+            schema_version: Self::SCHEMA_VERSION,
+            manifest,
+            comparison: definition,
+            boots: Vec::new(),
+            failure: None,
+            rejected: Vec::new(),
+            decisions: Vec::new(),
+        })
+    }
+
+    /// The comparison of every boot recorded so far: what tables, reports and assertions read.
+    pub fn comparison(&self) -> &Comparison {
+        &self.comparison
+    }
+
+    /// The boots in the order they ran.
+    pub fn boots(&self) -> &[BootRecord] {
+        &self.boots
+    }
+
+    /// Adds one boot of `variant`: its metric values go into the comparison and the raw boot
+    /// list alike. All values are checked first, so a bad one adds nothing.
+    pub fn record_boot<K: AsRef<str>>(
+        &mut self,
+        variant: &str,
+        samples: impl IntoIterator<Item = (K, f64)>,
+        details: Value,
+    ) -> Result<(), ReportError> {
+        let c = &self.comparison;
+        c.check_variant(variant)?;
+        let mut values = BTreeMap::new();
+        for (metric, value) in samples {
+            let metric = metric.as_ref();
+            c.metric(metric)?;
+            if !value.is_finite() {
+                return Err(ReportError::NonFiniteSample {
+                    comparison: c.name().to_string(),
+                    metric: metric.to_string(),
+                    variant: variant.to_string(),
+                    value,
+                });
+            }
+            if values.insert(metric.to_string(), value).is_some() {
+                return Err(ReportError::DuplicateBootSample {
+                    comparison: c.name().to_string(),
+                    variant: variant.to_string(),
+                    metric: metric.to_string(),
+                });
+            }
+        }
+        for (metric, &value) in &values {
+            self.comparison.add_sample(metric, variant, value)?;
+        }
+        self.boots.push(BootRecord {
+            sequence: self.boots.len(),
+            variant: variant.to_string(),
+            samples: values,
+            details,
+        });
+        Ok(())
+    }
+
+    /// The table's samples are exactly the boots' samples, in boot order.
+    fn check_consistent(&self) -> Result<(), ReportError> {
+        for m in self.comparison.metrics() {
+            for variant in self.comparison.variants() {
+                let from_boots: Vec<f64> = self
+                    .boots
+                    .iter()
+                    .filter(|b| &b.variant == variant)
+                    .filter_map(|b| b.samples.get(&m.name).copied())
+                    .collect();
+                let table = m.samples.get(variant).map(Vec::as_slice).unwrap_or(&[]);
+                if table != from_boots.as_slice() {
+                    return Err(ReportError::RecordMismatch {
+                        comparison: self.comparison.name().to_string(),
+                        metric: m.name.clone(),
+                        variant: variant.clone(),
+                        table: table.len(),
+                        boots: from_boots.len(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `<dir>/<comparison name>.json` atomically (the same file name as
+    /// [`Comparison::write_json`]: store one or the other per directory).
+    pub fn write_json(&self, dir: &Path) -> anyhow::Result<PathBuf> {
+        write_json_atomic(dir, self.comparison.name(), self)
+    }
+
+    /// Writes `path` atomically.
+    pub fn write_json_to(&self, path: &Path) -> anyhow::Result<()> {
+        let dir = path.parent().context("record path has no directory")?;
+        let name = path.file_stem().context("record path has no file name")?;
+        let written = write_json_atomic(dir, &name.to_string_lossy(), self)?;
+        debug_assert_eq!(written, path);
+        Ok(())
+    }
+
+    pub fn read_json(path: &Path) -> anyhow::Result<RunRecord> {
+        read_json(path)
+    }
+}
+
+/// A boot that ran and gave no sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RejectedBoot {
+    pub variant: String,
+    /// Why its sample is not a sample, quoting the kernel log line or the observer.
+    pub cause: String,
+    /// Its logs and artefacts.
+    pub dir: PathBuf,
+}
+
+/// One look at an adaptive run's primary verdicts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionPoint {
+    /// Valid boots so far, all variants together.
+    pub boots: usize,
+    /// Valid boots per variant.
+    pub per_variant: BTreeMap<String, usize>,
+    pub verdicts: Vec<PairVerdict>,
+    /// What the run did next: "stop: every primary verdict decided", "add boots to ...",
+    /// "stop: the cap of N boots per variant reached".
+    pub next: String,
+}
+
+/// A primary metric's verdict for one variant at a [`DecisionPoint`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairVerdict {
+    pub metric: String,
+    pub variant: String,
+    /// `None` when a side had no samples of the metric yet.
+    pub verdict: Option<Verdict>,
+}

@@ -1,0 +1,52 @@
+//! A boot's sample that is not a sample: the kernel logged a WARNING or was tainted, a trace
+//! lost events, a workload ran short. Whoever finds such a cause (the runner's kernel-log
+//! check, an observer, a workload's parser) returns [`reject`]'s error; the runner keeps the
+//! boot's logs, records the cause in the run record and boots a replacement instead of
+//! counting the sample (and gives up, quoting every cause, when a variant keeps failing).
+
+use std::fmt;
+
+/// Why a boot's sample was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    /// What was wrong, quoting the log line or the counter.
+    pub cause: String,
+}
+
+impl fmt::Display for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "not a valid sample: {}", self.cause)
+    }
+}
+
+impl std::error::Error for Rejected {}
+
+/// The error that refuses a boot's sample because of `cause`.
+pub fn reject(cause: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Rejected {
+        cause: cause.into(),
+    })
+}
+
+/// The rejection anywhere in `error`'s chain (context added on the way keeps it findable).
+pub fn rejection(error: &anyhow::Error) -> Option<&Rejected> {
+    error.chain().find_map(|e| e.downcast_ref::<Rejected>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::Context;
+
+    #[test]
+    fn a_rejection_is_found_under_context() {
+        let e: anyhow::Result<()> = Err(reject("the trace lost 3 events"));
+        let e = e.context("measuring boot 4").unwrap_err();
+        assert_eq!(
+            rejection(&e).map(|r| r.cause.as_str()),
+            Some("the trace lost 3 events")
+        );
+        assert!(format!("{e:#}").contains("not a valid sample: the trace lost 3 events"));
+        assert!(rejection(&anyhow::anyhow!("QEMU exited")).is_none());
+    }
+}
