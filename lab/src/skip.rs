@@ -3,12 +3,18 @@
 //! starting with [`MARKER`] on stdout and stderr, which the nextest profiles show at the end of
 //! the run and keep in the JUnit report (`.config/nextest.toml`). With `LAB_REQUIRE_KVM=1` (the
 //! hardware CI job) every such skip is a failure instead, so a host whose KVM stopped booting
-//! guests cannot pass by falling back to TCG.
+//! guests cannot pass by falling back to TCG. Parts a host lacks for other reasons (hugepages,
+//! `unshare -n`, gpg) are skipped the same way, and `LAB_REQUIRE_HOST=1` (set by `.ci/run`,
+//! which provides them) makes those skips failures.
 
 use crate::Lab;
 
 /// Set to `1` where KVM must work: a KVM-only part that would be skipped fails instead.
 pub const REQUIRE_KVM_ENV: &str = "LAB_REQUIRE_KVM";
+
+/// Set to `1` where the host provides everything [`host_lacks`] checks for (CI): a part that
+/// would be skipped fails instead.
+pub const REQUIRE_HOST_ENV: &str = "LAB_REQUIRE_HOST";
 
 /// How a skipped part's line starts (`LAB-SKIP <test>: <part>: <why>`).
 pub const MARKER: &str = "LAB-SKIP";
@@ -16,6 +22,11 @@ pub const MARKER: &str = "LAB-SKIP";
 /// Whether `LAB_REQUIRE_KVM` asks for KVM (`1`, `true` or `yes`).
 pub fn kvm_required() -> bool {
     requires(std::env::var(REQUIRE_KVM_ENV).ok().as_deref())
+}
+
+/// Whether `LAB_REQUIRE_HOST` asks for every host capability (`1`, `true` or `yes`).
+pub fn host_required() -> bool {
+    requires(std::env::var(REQUIRE_HOST_ENV).ok().as_deref())
 }
 
 fn requires(value: Option<&str>) -> bool {
@@ -87,11 +98,22 @@ pub fn kvm_only(lab: &Lab, part: &str, why: &str) -> bool {
 
 /// A part of the calling test this host cannot run for a reason other than KVM (`what` is
 /// missing; `how` enables it): printed as one [`MARKER`] line on stdout and stderr, like a
-/// KVM-only skip, so the run shows it instead of a silent pass.
+/// KVM-only skip, so the run shows it instead of a silent pass. With `LAB_REQUIRE_HOST=1` it
+/// panics instead: where the host is meant to provide it, a missing part is a failure.
 pub fn host_lacks(part: &str, what: &str, how: &str) {
-    let line = format!("{MARKER} {}: {part}: {what}. {how}", current_test());
+    let line = host_lacks_line(part, what, how);
+    if host_required() {
+        panic!("{line} ({REQUIRE_HOST_ENV}=1 makes this skip a failure)");
+    }
     println!("{line}");
     eprintln!("{line}");
+}
+
+fn host_lacks_line(part: &str, what: &str, how: &str) -> String {
+    format!(
+        "{MARKER} {}: {part}: {what}. {how} ({REQUIRE_HOST_ENV}=1 fails instead of skipping.)",
+        current_test()
+    )
 }
 
 /// For a test that needs KVM as a whole (named `..._on_real_hardware`, run only by the `kvm`
@@ -162,6 +184,17 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_host_skip_names_the_switch_that_fails_it() {
+        let line = host_lacks_line("hugepage part", "no hugepages", "Reserve some.");
+        assert!(line.starts_with("LAB-SKIP "), "{line}");
+        assert!(
+            line.contains("hugepage part: no hugepages. Reserve some."),
+            "{line}"
+        );
+        assert!(line.contains("LAB_REQUIRE_HOST=1"), "{line}");
     }
 
     #[test]
