@@ -5,9 +5,9 @@
 //! the host before a boot ([`crate::topology::Topology::check_against`]), and writing a topology
 //! that mirrors the host ([`HostTopology::mirror`], `lab topology from-host`).
 //!
-//! [`HostTopology::read`] takes the directory that stands for `/sys`, so tests read recorded
-//! trees (`lab/tests/fixtures/hosts/`, written by `generate.py` there) exactly as the lab reads
-//! the real one. It reads only:
+//! [`HostTopology::read`] takes the directory that stands for `/sys`, so tests read the trees
+//! in `lab/tests/fixtures/hosts/` (models of the seed's machines written by `generate.py`, and
+//! real hosts' files copied by `capture.sh`) exactly as the lab reads the real one. It reads only:
 //!
 //! - `devices/system/cpu/online` and `devices/system/cpu/modalias` (the CPU vendor),
 //! - `devices/system/cpu/cpuN/topology/{physical_package_id,core_id,thread_siblings_list}`,

@@ -213,7 +213,7 @@ enum TopologyCmd {
 
 #[derive(clap::Args)]
 struct FromHostArgs {
-    /// The directory read as /sys (a recorded tree, e.g. lab/tests/fixtures/hosts/NAME).
+    /// The directory read as /sys (a model or captured tree, e.g. lab/tests/fixtures/hosts/NAME).
     #[arg(long, default_value = "/sys")]
     sysfs: PathBuf,
     /// At most this many vCPUs: the first cores of every LLC are dropped (and left to QEMU's
@@ -771,7 +771,7 @@ fn host(command: HostCmd) -> Result<i32> {
 }
 
 /// `lab bench [SUBCOMMAND]`: measures through the library, prints here.
-/// `lab topology from-host`: the mirror of a (recorded) host as a topology file.
+/// `lab topology from-host`: the mirror of a host (or a sysfs tree of one) as a topology file.
 fn topology_from_host(args: FromHostArgs) -> Result<i32> {
     let FromHostArgs {
         sysfs,
@@ -861,12 +861,13 @@ async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: boo
         }
         Some(BenchCmd::Suite { profile, slowest }) => {
             let cache = lab::cache::Cache::from_env()?;
+            let results = lab::host::results_root();
             let runs = match profile {
                 Some(p) => {
                     let path = lab::bench::suite::junit_path(&p);
-                    vec![lab::bench::suite::read(&p, &path, &cache)?]
+                    vec![lab::bench::suite::read(&p, &path, &cache, &results)?]
                 }
-                None => lab::bench::suite::last_runs(&cache)?,
+                None => lab::bench::suite::last_runs(&cache, &results)?,
             };
             if runs.is_empty() {
                 anyhow::bail!(
@@ -896,7 +897,7 @@ async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: boo
             )
             .await?;
             let cache = lab::cache::Cache::from_env()?;
-            let suites = lab::bench::suite::last_runs(&cache)?;
+            let suites = lab::bench::suite::last_runs(&cache, &lab::host::results_root())?;
             host.finish();
             let overview = lab::bench::Overview {
                 host,

@@ -1,5 +1,7 @@
-//! The host description and its mirror, on the recorded sysfs trees of
-//! `lab/tests/fixtures/hosts/` (2x Xeon Gold 6132, EPYC 7313 in NPS1 and NPS4).
+//! The host description and its mirror, on the sysfs trees of `lab/tests/fixtures/hosts/`:
+//! models of the seed's machines written by `generate.py` (2x Xeon Gold 6132, EPYC 7313 in NPS1
+//! and NPS4: the shapes their papers and `lscpu` give, not captures), the real trees
+//! `capture.sh` copied from hosts (`captured-*`), and this host's own `/sys`.
 
 use super::*;
 use crate::topology::{GuestView, Mapping};
@@ -67,8 +69,57 @@ fn shape(t: &Topology) -> Shape {
     )
 }
 
+/// A 2-vCPU AMD EPYC cloud machine (the development host of 2026-12-01), captured with
+/// `capture.sh /sys`: two CPUs, one core each, one package, one node, one L3 over both.
 #[test]
-fn reads_the_recorded_xeon() {
+fn reads_a_captured_two_cpu_epyc() {
+    let h = host("captured-epyc-2cpu");
+    assert_eq!(h.online(), [0, 1]);
+    assert_eq!(h.vendor(), Vendor::Amd);
+    assert_eq!(h.nodes().len(), 1);
+    assert_eq!(h.nodes()[0].distances, vec![10]);
+    assert!(h.nodes()[0].mem_total.unwrap() > 1 << 30);
+    let cpu = h.cpu(1).unwrap();
+    assert_eq!((cpu.package, cpu.core_id, cpu.node), (0, 1, 0));
+    assert_eq!(cpu.siblings, vec![1], "no SMT siblings");
+    assert_eq!(h.llcs(), vec![vec![0, 1]]);
+    assert_eq!(h.hugepages_count(None, 2 << 20, "nr_hugepages"), Some(0));
+    let m = h.mirror(&MirrorOptions::named("captured")).unwrap();
+    assert_eq!(m.topology.nr_cpus(), 2);
+}
+
+/// `capture.sh` on this host's `/sys` gives a tree the lab reads exactly as it reads `/sys`.
+#[test]
+fn a_capture_of_this_host_reads_like_this_host() {
+    let out = tempfile::tempdir().unwrap();
+    let tree = out.path().join("here");
+    let status = std::process::Command::new(fixture("capture.sh"))
+        .args([std::path::Path::new("/sys"), &tree])
+        .output()
+        .expect("capture.sh runs");
+    assert!(status.status.success(), "{status:?}");
+    let (live, captured) = (HostTopology::this_host().unwrap(), host_at(&tree));
+    assert_eq!(live.online(), captured.online());
+    assert_eq!(live.vendor(), captured.vendor());
+    assert_eq!(live.llcs(), captured.llcs());
+    let cpus = |h: &HostTopology| h.cpus().cloned().collect::<Vec<_>>();
+    assert_eq!(cpus(&live), cpus(&captured));
+    // Free memory moves between the two reads; the rest of each node may not.
+    let nodes = |h: &HostTopology| {
+        h.nodes()
+            .iter()
+            .map(|n| (n.id, n.cpus.clone(), n.distances.clone(), n.mem_total))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(nodes(&live), nodes(&captured));
+}
+
+fn host_at(dir: &std::path::Path) -> HostTopology {
+    HostTopology::read(dir).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+#[test]
+fn reads_the_modelled_xeon() {
     let h = host("xeon-gold-6132-2s");
     assert_eq!(h.online(), (0..56).collect::<Vec<_>>());
     assert_eq!(h.vendor(), Vendor::Intel);
@@ -91,7 +142,7 @@ fn reads_the_recorded_xeon() {
 }
 
 #[test]
-fn reads_the_recorded_epycs() {
+fn reads_the_modelled_epycs() {
     let nps1 = host("epyc-7313-nps1");
     assert_eq!(nps1.vendor(), Vendor::Amd);
     assert_eq!(nps1.nodes().len(), 1);
@@ -343,7 +394,7 @@ fn this_hosts_mirror_is_a_valid_topology() {
     m.topology.check_pins_against(&online).unwrap();
 }
 
-/// The recorded 2-socket Xeon with 2 MiB hugepage pools: `(free, reserved)` for the whole host
+/// The modelled 2-socket Xeon with 2 MiB hugepage pools: `(free, reserved)` for the whole host
 /// and for nodes 0 and 1 (`None`: no pool of that size).
 fn xeon_with_hugepages(pools: [Option<(u64, u64)>; 3]) -> (tempfile::TempDir, HostTopology) {
     let dir = tempfile::tempdir().unwrap();
@@ -406,7 +457,7 @@ fn hugepage_pools_are_checked_on_the_host_and_on_each_bound_node() {
         "{err}"
     );
     // Hugepages are not MemFree: 100 GiB per node passes with pools that hold it although the
-    // recorded nodes have 90 GiB free.
+    // modelled nodes have 90 GiB free.
     let big = text.replace("memory = \"1G\"", "memory = \"100G\"");
     let t = Topology::from_toml_str(&big, "topologies/h.toml").unwrap();
     let (_d, h) = xeon_with_hugepages([
