@@ -262,7 +262,7 @@ fn merge_refuses_records_that_differ_in_what_changes_the_result() {
     assert!(merged.manifest.host["merged"].is_object());
     // A different comparison is refused, naming the field.
     let other = edited(&b, |v| {
-        v["comparison"]["metrics"][0]["noise_floor"] = json!(9.0)
+        v["comparison"]["metrics"][0]["magnitude"] = json!(9.0)
     });
     let err = format!("{:#}", merge(&[(pa, a), (pb, other)], &[]).unwrap_err());
     assert!(

@@ -348,6 +348,7 @@ mod tests {
                     outcome: "passed",
                 }],
                 kernels_built: vec![],
+                records: vec![],
             }],
         };
         let text = overview.render();

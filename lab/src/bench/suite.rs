@@ -6,6 +6,10 @@
 //! manifest's `finished_at` lies inside the run), which is what the suite's setup script does on
 //! a machine without kernels; otherwise warm. A kernel built meanwhile by another process on the
 //! host would make a warm run look cold; the report names the kernels it counted.
+//!
+//! The boots the run's comparisons took are counted from the run records written during it
+//! under the results directory (valid and refused boots, per comparison), so an adaptive
+//! schedule's cost is measured, not assumed.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -60,6 +64,52 @@ pub struct SuiteRun {
     pub tests: Vec<TestTime>,
     /// Kernels whose builds finished during the run: (recipe, seconds).
     pub kernels_built: Vec<(String, f64)>,
+    /// The run records written during the run.
+    pub records: Vec<RecordBoots>,
+}
+
+/// What one run record written during a suite run cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordBoots {
+    pub comparison: String,
+    pub path: PathBuf,
+    /// Boots that gave a sample.
+    pub boots: usize,
+    /// Boots that ran and gave none.
+    pub rejected: usize,
+}
+
+/// The records under `results` whose files were last written between `start` and `end` (Unix
+/// seconds); a directory that does not exist has none.
+pub fn records_between(results: &Path, start: f64, end: f64) -> Result<Vec<RecordBoots>> {
+    if !results.is_dir() {
+        return Ok(Vec::new());
+    }
+    let files = match crate::report::merge::record_files(&[results.to_path_buf()]) {
+        Ok(files) => files,
+        // An empty results directory.
+        Err(_) => return Ok(Vec::new()),
+    };
+    let mut out = Vec::new();
+    for path in files {
+        let modified = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs_f64());
+        if !modified.is_some_and(|t| t >= start && t <= end) {
+            continue;
+        }
+        let record = crate::report::RunRecord::read_json(&path)?;
+        out.push(RecordBoots {
+            comparison: record.comparison().name().to_string(),
+            boots: record.boots().len(),
+            rejected: record.rejected.len(),
+            path,
+        });
+    }
+    out.sort_by(|a, b| a.comparison.cmp(&b.comparison).then(a.path.cmp(&b.path)));
+    Ok(out)
 }
 
 /// Parses a nextest JUnit report.
@@ -180,8 +230,9 @@ pub fn junit_path(profile: &str) -> PathBuf {
     target.join("nextest").join(profile).join("junit.xml")
 }
 
-/// The run a report describes, with the kernels `cache` built during it.
-pub fn read(profile: &str, path: &Path, cache: &Cache) -> Result<SuiteRun> {
+/// The run a report describes, with the kernels `cache` built and the records written under
+/// `results` during it.
+pub fn read(profile: &str, path: &Path, cache: &Cache, results: &Path) -> Result<SuiteRun> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let run = parse_junit(&text).with_context(|| format!("parsing {}", path.display()))?;
@@ -201,16 +252,17 @@ pub fn read(profile: &str, path: &Path, cache: &Cache) -> Result<SuiteRun> {
         wall_s: run.wall_s,
         tests: run.tests,
         kernels_built,
+        records: records_between(results, run.started_unix, end)?,
     })
 }
 
 /// The last run of every profile in [`PROFILES`] that left a report.
-pub fn last_runs(cache: &Cache) -> Result<Vec<SuiteRun>> {
+pub fn last_runs(cache: &Cache, results: &Path) -> Result<Vec<SuiteRun>> {
     PROFILES
         .iter()
         .map(|p| (p, junit_path(p)))
         .filter(|(_, path)| path.is_file())
-        .map(|(p, path)| read(p, &path, cache))
+        .map(|(p, path)| read(p, &path, cache, results))
         .collect()
 }
 
@@ -298,6 +350,30 @@ impl SuiteRun {
                 b.binary, b.tests, b.seconds
             );
         }
+        if !self.records.is_empty() {
+            let boots: usize = self.records.iter().map(|r| r.boots).sum();
+            let rejected: usize = self.records.iter().map(|r| r.rejected).sum();
+            let _ = writeln!(
+                out,
+                "  boots of the {} comparisons recorded during the run: {} ({boots} with a \
+                 sample, {rejected} refused)",
+                self.records.len(),
+                boots + rejected
+            );
+            for r in &self.records {
+                let _ = writeln!(
+                    out,
+                    "    {:<36} {:>3} boots{}",
+                    r.comparison,
+                    r.boots,
+                    if r.rejected > 0 {
+                        format!(" (+{} refused)", r.rejected)
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+        }
         let _ = writeln!(out, "  slowest tests:");
         for t in self.slowest(slowest) {
             let mark = if t.outcome == "passed" {
@@ -354,6 +430,7 @@ mod tests {
             wall_s: run.wall_s,
             tests: run.tests,
             kernels_built: vec![],
+            records: vec![],
         }
     }
 
@@ -411,6 +488,56 @@ suite run, nextest profile default (target/nextest/default/junit.xml), started 2
          12.2 s  lab-scenarios::vm no_qemu_survives <drop> (failed)
 ";
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn boots_are_counted_from_the_records_written_during_the_run() {
+        use crate::report::{Comparison, Direction, Manifest, RejectedBoot, RunRecord};
+        let results = tempfile::tempdir().unwrap();
+        let write = |name: &str, boots: usize, rejected: usize| {
+            let mut c = Comparison::new(name, ["a", "b"]).unwrap();
+            c.add_metric("m", "", Direction::Neutral, 0.0).unwrap();
+            let mut r = RunRecord::new(c, Manifest::default()).unwrap();
+            for i in 0..boots {
+                let v = if i % 2 == 0 { "a" } else { "b" };
+                r.record_boot(v, [("m", i as f64)], serde_json::Value::Null)
+                    .unwrap();
+            }
+            for _ in 0..rejected {
+                r.rejected.push(RejectedBoot {
+                    variant: "a".into(),
+                    cause: "WARNING".into(),
+                    dir: "boots/x".into(),
+                });
+            }
+            let dir = results.path().join(name).join("run");
+            r.write_json_to(&dir.join("record.json")).unwrap();
+        };
+        write("s1", 10, 1);
+        write("s2", 8, 0);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let mut run = fixture_run();
+        run.records = records_between(results.path(), now - 60.0, now + 60.0).unwrap();
+        assert_eq!(run.records.len(), 2);
+        let text = run.render(1);
+        assert!(
+            text.contains("boots of the 2 comparisons recorded during the run: 19 (18 with a sample, 1 refused)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("s1") && text.contains("(+1 refused)"),
+            "{text}"
+        );
+        // Records from before the run are not its boots; no results directory has none.
+        assert!(records_between(results.path(), now + 60.0, now + 120.0)
+            .unwrap()
+            .is_empty());
+        assert!(records_between(&results.path().join("none"), 0.0, now)
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use super::{fmt_p, fmt_pct, fmt_value, BootRecord, Comparison, MetricRow, Picture, RunRecord};
+use super::{
+    describe, fmt_p, fmt_pct, fmt_value, BootRecord, Comparison, MetricRow, Picture, RunRecord,
+};
 use crate::topology::Topology;
 
 /// Colours of the variants, base first: far apart in hue, so base and the others differ at a
@@ -77,9 +79,11 @@ pub fn render(record: &RunRecord, record_path: &Path, picture: Option<&Picture>)
             esc(failure)
         );
     }
-    // The pictures first: they are what a reader compares at a glance.
-    page += &heatmaps(record, record_path, picture, topology.as_ref())?;
     let rows = c.rows();
+    // The decision first, then the pictures: what a reader compares at a glance.
+    page += &verdicts(c, &rows);
+    page += &rejected(record);
+    page += &heatmaps(record, record_path, picture, topology.as_ref())?;
     page += &table(c, &rows);
     page += &dots(record);
     page += &manifest(record);
@@ -117,14 +121,111 @@ table{border-collapse:collapse;font-size:.9em}th,td{border:1px solid #ddd;paddin
 vertical-align:top}th{background:#f4f4f6;text-align:left}\
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
 td.hit{background:#fff4d6}.pct{font-weight:bold}.small{color:#555;font-size:.85em}\
+td.decision{font-weight:bold}td.different{background:#ffe1d6}td.same{background:#dff3e2}\
+td.unknown{background:#f0f0f0}\
 svg{max-width:100%;height:auto;display:block}svg text{font-family:system-ui,sans-serif}\
 .maps{display:flex;flex-wrap:wrap;gap:1.2em}.maps figure{margin:0}\
 figcaption{font-weight:bold;margin-bottom:.2em}\
 pre{background:#f6f6f8;padding:.5em;overflow-x:auto;font-size:.85em}\
 dl.manifest dt{font-weight:bold;margin-top:.6em}dl.manifest dd{margin-left:1em}";
 
+/// The primary metrics' verdicts: DIFFERENT, SAME or UNKNOWN per variant, with the numbers, and
+/// the decision points of an adaptive run.
+fn verdicts(c: &Comparison, rows: &[MetricRow<'_>]) -> String {
+    let primaries: Vec<&MetricRow<'_>> = rows.iter().filter(|r| r.metric.primary).collect();
+    if primaries.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<h2>Verdict</h2>\n<table class=\"verdicts\"><tbody>\n");
+    for row in primaries {
+        let m = row.metric;
+        for o in &row.others {
+            let (decision, numbers) = match &o.verdict {
+                Some(v) => (v.decision.to_string(), describe(v, &m.unit)),
+                None => ("none".to_string(), "a side has no samples".to_string()),
+            };
+            let _ = writeln!(
+                out,
+                "<tr><th>{}</th><td>{} against {}</td><td class=\"decision {}\">{}</td><td class=\"small\">{}</td></tr>",
+                esc(&m.name),
+                esc(o.variant),
+                esc(c.base()),
+                esc(&decision.to_ascii_lowercase()),
+                esc(&decision),
+                esc(&numbers)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "<tr><td colspan=\"4\" class=\"small\">{}: smallest change that matters {}</td></tr>",
+            esc(&m.name),
+            esc(&m.magnitude.to_string())
+        );
+    }
+    out += "</tbody></table>\n<p class=\"note\">DIFFERENT: min(Mann-Whitney, Kolmogorov-Smirnov) \
+            p &le; 0.01 and the Hodges-Lehmann shift beyond the magnitude; SAME: the 95% \
+            distribution-free interval of the shift inside &plusmn;magnitude; otherwise \
+            UNKNOWN.</p>\n";
+    out
+}
+
+/// Boots that ran but gave no sample, with why.
+fn rejected(record: &RunRecord) -> String {
+    let mut out = String::new();
+    if !record.decisions.is_empty() {
+        out += "<details><summary>Decision points</summary><ol class=\"small\">";
+        for d in &record.decisions {
+            let counts: Vec<String> = d
+                .per_variant
+                .iter()
+                .map(|(v, n)| format!("{} {n}", esc(v)))
+                .collect();
+            let verdicts: Vec<String> = d
+                .verdicts
+                .iter()
+                .map(|v| {
+                    let word = v
+                        .verdict
+                        .as_ref()
+                        .map_or("no verdict".to_string(), |x| x.decision.to_string());
+                    format!("{} {}: {}", esc(&v.metric), esc(&v.variant), word)
+                })
+                .collect();
+            let _ = write!(
+                out,
+                "<li>after {} boots ({}): {}; {}</li>",
+                d.boots,
+                counts.join(", "),
+                verdicts.join("; "),
+                esc(&d.next)
+            );
+        }
+        out += "</ol></details>\n";
+    }
+    if record.rejected.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "<h3>Boots that gave no sample ({})</h3><ul class=\"small\">",
+        record.rejected.len()
+    );
+    for r in &record.rejected {
+        let _ = writeln!(
+            out,
+            "<li>{}: {} <code>{}</code></li>",
+            esc(&r.variant),
+            esc(&r.cause),
+            esc(&r.dir.display().to_string())
+        );
+    }
+    out += "</ul>\n";
+    out
+}
+
 /// The comparison: per metric, the base's mean and spread and every variant's %change with its
-/// marker, p and 95% interval; the text table below it for copying.
+/// marker, p (and the Holm-adjusted p of a secondary metric) and 95% interval; the text table
+/// below it for copying.
 fn table(c: &Comparison, rows: &[MetricRow<'_>]) -> String {
     let mut out = String::from("<h2>Comparison</h2>\n<div class=\"scroll\"><table class=\"cmp\">");
     out += "<thead><tr><th>metric</th>";
@@ -159,12 +260,22 @@ fn table(c: &Comparison, rows: &[MetricRow<'_>]) -> String {
                     let pct = ch.pct_change.map_or("n/a".to_string(), fmt_pct);
                     let _ = write!(
                         out,
-                        "<span class=\"pct\">{} {}</span> {}<br><span class=\"small\">p={}",
+                        "<span class=\"pct\">{} {}</span> {}<br><span class=\"small\">",
                         esc(&pct),
                         esc(o.marker),
                         mean_sd(o.summary.as_ref()),
-                        fmt_p(ch.p_value)
                     );
+                    match (&o.verdict, o.adjusted_p) {
+                        (Some(v), _) => {
+                            let _ = write!(out, "<b>{}</b> p={}", v.decision, fmt_p(ch.p_value));
+                        }
+                        (None, Some(adj)) => {
+                            let _ = write!(out, "p={} adj={}", fmt_p(ch.p_value), fmt_p(adj));
+                        }
+                        (None, None) => {
+                            let _ = write!(out, "p={}", fmt_p(ch.p_value));
+                        }
+                    }
                     if let Some(ci) = ch.pct_change_ci95 {
                         let _ = write!(out, " [{}, {}]", fmt_pct(ci.low), fmt_pct(ci.high));
                     }
@@ -187,9 +298,11 @@ fn table(c: &Comparison, rows: &[MetricRow<'_>]) -> String {
         let _ = writeln!(out, "<td class=\"num\">{}</td></tr>", counts.join("/"));
     }
     out += "</tbody></table></div>\n<p class=\"note\">%change of the mean against the base; \
-            * p&lt;0.05, ** p&lt;0.01 (two-sided permutation test on the means) and |difference| \
-            above the metric's noise floor; [..]: 95% Welch-t interval of the %change; n: boots \
-            per variant, base first.</p>\n";
+            p: min(Mann-Whitney, Kolmogorov-Smirnov), exact; adj: Holm-adjusted over the \
+            secondary metrics' comparisons; * adj&lt;0.05, ** adj&lt;0.01 with the shift beyond \
+            the metric's magnitude; [..]: 95% distribution-free interval of the shift \
+            (Hodges-Lehmann), in % of the base mean, inside the metric's range; n: boots per \
+            variant, base first.</p>\n";
     let _ = writeln!(
         out,
         "<details><summary>The table as <code>lab compare</code> prints it</summary><pre>{}</pre></details>",
