@@ -22,7 +22,7 @@ pub mod html;
 pub mod junit;
 pub mod merge;
 pub mod record;
-mod table;
+pub(crate) mod table;
 
 pub use comparison::{describe, Comparison, Metric, MetricRow, VariantChange};
 pub use record::{BootRecord, DecisionPoint, PairVerdict, RejectedBoot, RunRecord};
@@ -385,7 +385,7 @@ mod tests {
         let want = "\
 comparison: dmatest-cross-llc
 
-primary: share_on_irq_cpu (%), smallest change that matters 20.00
+primary: share_on_irq_cpu (%), smallest change that matters 20.00 %
   v6.12+wake-affine-idle-revert  DIFFERENT  shift +87.50 %, 95% interval [+81.00, +93.00] %, magnitude 20.00 %, p=0.008 (Mann-Whitney 0.008, KS 0.008), means differ by +87.50 %, n=5/5
 
      v6.12        v6.12+wake-affine-idle-revert

@@ -71,8 +71,14 @@ pub fn wait_gone(pid: u32, limit: Duration) -> bool {
 /// prints its table and where its record is, so a failing run shows its numbers.
 pub async fn run_experiment<S: Scenario>(experiment: Experiment<S>) -> (Lab, Outcome) {
     let lab = lab().await;
+    let outcome = run_on(&lab, experiment).await;
+    (lab, outcome)
+}
+
+/// [`run_experiment`] on a lab the test already has (to ask it `on_kvm()` first).
+pub async fn run_on<S: Scenario>(lab: &Lab, experiment: Experiment<S>) -> Outcome {
     let outcome = experiment
-        .run(&lab)
+        .run(lab)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     println!("{}", outcome.comparison().table());
@@ -80,5 +86,5 @@ pub async fn run_experiment<S: Scenario>(experiment: Experiment<S>) -> (Lab, Out
     if let Some(html) = &outcome.html_path {
         println!("report: {}", html.display());
     }
-    (lab, outcome)
+    outcome
 }

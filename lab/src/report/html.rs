@@ -159,7 +159,7 @@ fn verdicts(c: &Comparison, rows: &[MetricRow<'_>]) -> String {
             out,
             "<tr><td colspan=\"4\" class=\"small\">{}: smallest change that matters {}</td></tr>",
             esc(&m.name),
-            esc(&m.magnitude.to_string())
+            esc(&super::table::magnitude_text(m))
         );
     }
     out += "</tbody></table>\n<p class=\"note\">DIFFERENT: min(Mann-Whitney, Kolmogorov-Smirnov) \

@@ -303,6 +303,16 @@ fn place(line: &mut Vec<char>, end: usize, text: &str) {
     }
 }
 
+/// The metric's magnitude with its unit ("20.00 %", "50% of the base").
+pub(super) fn magnitude_text(m: &super::Metric) -> String {
+    match m.magnitude {
+        crate::stats::Magnitude::Absolute(_) => {
+            format!("{}{}", m.magnitude, super::unit_suffix(&m.unit))
+        }
+        crate::stats::Magnitude::Relative { .. } => m.magnitude.to_string(),
+    }
+}
+
 fn label(m: &super::Metric) -> String {
     if m.unit.is_empty() {
         m.name.clone()
@@ -319,7 +329,7 @@ fn verdict_lines(rows: &[MetricRow<'_>]) -> Vec<String> {
         lines.push(format!(
             "primary: {}, smallest change that matters {}",
             label(m),
-            m.magnitude
+            magnitude_text(m)
         ));
         let width = row
             .others
