@@ -149,7 +149,9 @@ impl Scenario for DelayDequeue {
             // The decision (Dietmar Eggemann's reading of the seed): who the completion path
             // wakes, whatever the feature and the mask shape. A fall of 10 points (measured
             // 85-99% in every column) would mean the wakeup shortcut had tasks to move.
-            MetricDef::share("hardirq_wakees_single_cpu", 10.0).primary(),
+            MetricDef::share("hardirq_wakees_single_cpu", 10.0)
+                .primary()
+                .optional(),
             count("irq_cpus", "CPUs", 0.5),
             pct("irq_busiest_cpu"),
             pct("fio_woken_in_hardirq"),
@@ -267,13 +269,8 @@ pub fn metrics(
     if irqs == 0 {
         bail!("the NVMe I/O queues raised no interrupt during the run");
     }
-    let pct = |part: u64, whole: u64| {
-        if whole == 0 {
-            0.0
-        } else {
-            100.0 * part as f64 / whole as f64
-        }
-    };
+    // Every whole below is known to be above 0 but the resolved hard-IRQ wakees'.
+    let pct = |part: u64, whole: u64| 100.0 * part as f64 / whole.max(1) as f64;
     let per_1k = |n: u64| 1000.0 * n as f64 / ios as f64;
     let fio_wakeups = wakeups.wakeups_of(FIO);
     if fio_wakeups == 0 {
@@ -305,7 +302,10 @@ pub fn metrics(
         "irq_busiest_cpu".into(),
         pct(*irq_per_cpu.iter().max().unwrap_or(&0), irqs),
     );
-    m.insert("hardirq_wakees_single_cpu".into(), pct(single, known));
+    // Absent, not 0, when no hard-IRQ wakee was still there to look up.
+    if known > 0 {
+        m.insert("hardirq_wakees_single_cpu".into(), pct(single, known));
+    }
     m.insert(
         "fio_woken_in_hardirq".into(),
         pct(wakeups.woken_by(FIO, HARD_IRQ), fio_wakeups),

@@ -206,7 +206,9 @@ impl Scenario for IrqSpread {
         let mut metrics = metrics(topology, &effective, &per_cpu)?;
         metrics.insert("iops".into(), result.total_iops());
         if let Some(m) = &moved {
-            metrics.insert("moved_vector_on_target".into(), m.on_target_pct());
+            if let Some(share) = m.on_target_pct() {
+                metrics.insert("moved_vector_on_target".into(), share);
+            }
         }
         let masks: BTreeMap<u32, String> = io
             .iter()
@@ -254,17 +256,18 @@ pub struct MovedVector {
 }
 
 impl MovedVector {
-    pub fn on_target_pct(&self) -> f64 {
+    /// The share of its interrupts after the move on the new CPU; `None` when it fired none.
+    pub fn on_target_pct(&self) -> Option<f64> {
         let total: u64 = self.after_move.iter().sum();
         if total == 0 {
-            return 0.0;
+            return None;
         }
         let on = self
             .after_move
             .get(self.to_cpu as usize)
             .copied()
             .unwrap_or(0);
-        100.0 * on as f64 / total as f64
+        Some(100.0 * on as f64 / total as f64)
     }
 }
 
@@ -396,6 +399,6 @@ mod tests {
             effective: vec![7],
             after_move: vec![1, 0, 0, 0, 0, 0, 0, 3],
         };
-        assert_eq!(moved.on_target_pct(), 75.0);
+        assert_eq!(moved.on_target_pct(), Some(75.0));
     }
 }
