@@ -260,7 +260,7 @@ pub fn build_recipe(cache: &Cache, recipe: &Recipe, opts: &BuildOptions) -> Resu
         None => None,
     };
     if cache.lookup(KIND, &key).is_none() {
-        super::tools::ensure_build_tools()?;
+        super::tools::ensure_build_tools(&cache.dir("logs"))?;
     }
     let failed_dir = cache.dir(KIND).join(".failed");
     let dir = cache.get_or_build(KIND, &key, |tmp| {
