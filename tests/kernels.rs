@@ -84,26 +84,80 @@ async fn sched_feature_variant_is_in_effect_in_the_guest() {
     let variant = Variant::kernel("v6.12").with_sched_feature("NO_RUN_TO_PARITY");
     assert_eq!(variant.name, "v6.12@feature=NO_RUN_TO_PARITY");
     let ready = lab.prepare(&variant).await.unwrap();
-    let settings = ready.settings;
-    let mut opts = BootOptions::named("kernels-sched-feature").kernel(ready.kernel);
-    opts.cmdline = settings.cmdline.clone();
-    let vm = lab.boot(opts).await.unwrap();
-    let before = vm.sh("cat /sys/kernel/debug/sched/features").await.unwrap();
+    // The same kernel without the variant's settings boots with the default.
+    let plain = lab
+        .boot(BootOptions::named("kernels-sched-default").kernel(ready.kernel.clone()))
+        .await
+        .unwrap();
+    let default = plain
+        .sh("cat /sys/kernel/debug/sched/features")
+        .await
+        .unwrap();
     assert!(
-        before.split_whitespace().any(|f| f == "RUN_TO_PARITY"),
-        "{before}"
+        default.split_whitespace().any(|f| f == "RUN_TO_PARITY"),
+        "{default}"
     );
-    lab::kernel::apply_settings(&vm, &settings).await.unwrap();
-    let after = vm.sh("cat /sys/kernel/debug/sched/features").await.unwrap();
-    assert!(
-        after.split_whitespace().any(|f| f == "NO_RUN_TO_PARITY"),
-        "{after}"
-    );
-    assert!(
-        !after.split_whitespace().any(|f| f == "RUN_TO_PARITY"),
-        "{after}"
-    );
+    plain.shutdown().await.unwrap();
+    // With them, the boot itself applies the feature: nothing for the caller to remember.
+    let vm = lab
+        .boot(BootOptions::named("kernels-sched-feature").ready_kernel(ready))
+        .await
+        .unwrap();
+    let features = vm.sh("cat /sys/kernel/debug/sched/features").await.unwrap();
+    let words: Vec<&str> = features.split_whitespace().collect();
+    assert!(words.contains(&"NO_RUN_TO_PARITY"), "{features}");
+    assert!(!words.contains(&"RUN_TO_PARITY"), "{features}");
     vm.shutdown().await.unwrap();
+}
+
+/// `lab run --kernel RECIPE` boots the recipe as a comparison does: a recipe whose `[boot]`
+/// table sets a scheduler feature and a sysctl has both in effect in the guest. (v6.12's own
+/// recipe, copied with its settings changed: settings are not part of the build key, so the
+/// cached kernel is used.)
+#[tokio::test]
+async fn lab_run_applies_the_recipes_boot_settings() {
+    drop(common::lab().await);
+    let Some(lab_bin) = common::lab_binary("lab run with a recipe's settings") else {
+        return;
+    };
+    let recipes = tempfile::tempdir().unwrap();
+    let shipped = lab::repo_path("images/kernels");
+    let copy = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(shipped.join("."))
+        .arg(recipes.path())
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    let recipe = recipes.path().join("v6.12.toml");
+    let text = std::fs::read_to_string(&recipe).unwrap();
+    let changed = text
+        .replace(
+            "sched_features = []",
+            "sched_features = [\"NO_RUN_TO_PARITY\"]",
+        )
+        .replace(
+            "sysctls = {}",
+            "sysctls = { \"kernel.sched_rt_runtime_us\" = \"900000\" }",
+        );
+    assert_ne!(text, changed, "v6.12.toml's [boot] table changed shape");
+    std::fs::write(&recipe, changed).unwrap();
+    let out = std::process::Command::new(lab_bin)
+        .env("LAB_KERNEL_RECIPES", recipes.path())
+        .args(["run", "--kernel", "v6.12", "--", "sh", "-c"])
+        .arg("cat /sys/kernel/debug/sched/features; cat /proc/sys/kernel/sched_rt_runtime_us")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let words: Vec<&str> = stdout.split_whitespace().collect();
+    assert!(words.contains(&"NO_RUN_TO_PARITY"), "{stdout}");
+    assert!(!words.contains(&"RUN_TO_PARITY"), "{stdout}");
+    assert_eq!(words.last(), Some(&"900000"), "{stdout}");
 }
 
 /// The default kernel's own config (`/proc/config.gz`) has every symbol of

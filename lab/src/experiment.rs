@@ -6,9 +6,10 @@
 //!    here, before anything is built or started);
 //! 2. build (or find) every variant's kernel and guest image;
 //! 3. boot in stages, each in a seeded, balanced order (one boot = one sample), as many side by
-//!    side as the host's CPU slots allow ([`crate::slots`]): bind devices and pin their IRQs,
-//!    apply the variant's scheduler features and sysctls, measure, check the guest kernel's log
-//!    and taint mask, shut down; a boot whose sample is invalid ([`crate::sample`]) is kept
+//!    side as the host's CPU slots allow ([`crate::slots`]): boot with the variant's scheduler
+//!    features and sysctls applied ([`Lab::boot`], the one boot path `lab run` takes too), bind
+//!    devices and pin their IRQs, measure, check the guest kernel's log and taint mask, shut
+//!    down; a boot whose sample is invalid ([`crate::sample`]) is kept
 //!    aside with its cause and booted again;
 //! 4. after each stage, decide every primary metric for every variant against the base
 //!    (DIFFERENT, SAME or UNKNOWN, [`crate::stats::decision`]); while one is UNKNOWN and the
@@ -708,27 +709,25 @@ impl<S: Scenario> Experiment<S> {
         let mut opts =
             BootOptions::named(&format!("{}-{sequence:02}-{}", self.name, arm.variant.name))
                 .topology(&self.topology)
-                .kernel(arm.kernel.kernel.clone());
+                .ready_kernel(arm.kernel.clone());
         opts.image = Some(arm.image.recipe.clone());
         opts.cmdline = arm.plan.cmdline.clone();
-        opts.cmdline
-            .extend(arm.kernel.settings.cmdline.iter().cloned());
         opts.devices = arm.plan.devices.clone();
         opts.boot_timeout = arm.plan.boot_timeout;
         opts.log_dir = Some(dir.to_path_buf());
         // Where each boot's time goes, kept in its details (issue: what a boot costs).
         let mut phases = Phases::default();
         let started = Instant::now();
-        let vm = lab.boot(opts).await?;
+        // The variant's scheduler features and sysctls are applied (and read back) by the boot.
+        let vm = lab
+            .boot(opts)
+            .await
+            .with_context(|| format!("variant {}", arm.variant.name))?;
         phases.lap("boot", &started);
         // The VM is killed when dropped, also when a step below fails.
         let measured = async {
             let devices = bind_and_pin(&vm, vm.devices()).await?;
             phases.lap("devices", &started);
-            crate::kernel::apply_settings(&vm, &arm.kernel.settings)
-                .await
-                .with_context(|| format!("variant {}", arm.variant.name))?;
-            phases.lap("settings", &started);
             let boot = Boot {
                 vm: &vm,
                 topology,
@@ -780,8 +779,8 @@ impl<S: Scenario> Experiment<S> {
     }
 }
 
-/// Seconds spent in each step of one boot, in order (`boot` includes waiting for a CPU slot and
-/// starting QEMU; the guest's own boot is `boot_seconds`).
+/// Seconds spent in each step of one boot, in order (`boot` includes waiting for a CPU slot,
+/// starting QEMU and applying the variant's settings; the guest's own boot is `boot_seconds`).
 #[derive(Default)]
 struct Phases(Vec<(&'static str, f64)>);
 

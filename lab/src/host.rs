@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::cache::Cache;
 use crate::devices::DeviceSpec;
 use crate::image::{build_image, GuestImage, ImageRecipe};
-use crate::kernel::{BootKernel, ReadyKernel};
+use crate::kernel::{BootKernel, BootSettings, ReadyKernel};
 use crate::slots::{guest_cost, CpuSlots};
 use crate::toolchain::{choose_accel, Accel, AccelProbe, Qemu};
 use crate::topology::Topology;
@@ -39,6 +39,10 @@ pub struct BootOptions {
     pub name: String,
     pub topology: Option<String>,
     pub kernel: Option<BootKernel>,
+    /// The kernel's boot settings (its recipe's `[boot]` merged with a variant's): command-line
+    /// arguments go onto the kernel's command line, scheduler features and sysctls are written
+    /// and read back once the guest is up, before [`Lab::boot`] returns.
+    pub settings: BootSettings,
     pub image: Option<String>,
     pub cmdline: Vec<String>,
     pub devices: Vec<DeviceSpec>,
@@ -66,6 +70,14 @@ impl BootOptions {
 
     pub fn kernel(mut self, kernel: BootKernel) -> Self {
         self.kernel = Some(kernel);
+        self
+    }
+
+    /// A prepared kernel and its boot settings (a recipe's `[boot]`, a variant's features and
+    /// sysctls): what `lab run --kernel`, the runner and the tests boot alike.
+    pub fn ready_kernel(mut self, ready: ReadyKernel) -> Self {
+        self.kernel = Some(ready.kernel);
+        self.settings = ready.settings;
         self
     }
 
@@ -182,7 +194,11 @@ impl Lab {
             kernel,
             initramfs: image.path,
             accel: opts.accel.unwrap_or(self.accel),
-            cmdline: opts.cmdline,
+            cmdline: opts
+                .cmdline
+                .into_iter()
+                .chain(opts.settings.cmdline.iter().cloned())
+                .collect(),
             devices: opts.devices,
             log_dir,
         })
@@ -193,9 +209,13 @@ impl Lab {
         self.slots.guests_at_once(slot_cost(self.accel, topology))
     }
 
-    /// Boots a guest and waits until its agent is ready. The guest holds its share of the
-    /// host's CPU slots until it is gone, waiting for them first if other guests hold them.
+    /// Boots a guest, waits until its agent is ready and applies the options' scheduler
+    /// features and sysctls (read back): the one way every caller boots, so a recipe's or a
+    /// variant's settings are in effect whoever asked for the boot. The guest holds its share
+    /// of the host's CPU slots until it is gone, waiting for them first if other guests hold
+    /// them.
     pub async fn boot(&self, opts: BootOptions) -> Result<Vm> {
+        let settings = opts.settings.clone();
         let spec = self.spec(opts).await?;
         let slot = self
             .slots
@@ -203,6 +223,10 @@ impl Lab {
             .await?;
         let mut vm = Vm::boot(&self.qemu, spec).await?;
         vm.hold_slot(slot);
+        // The VM is killed when dropped, also when the settings do not take.
+        crate::kernel::apply_settings(&vm, &settings)
+            .await
+            .with_context(|| format!("guest {}", vm.name))?;
         Ok(vm)
     }
 }

@@ -500,9 +500,9 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             opts.image = image;
             opts.devices = devices;
             if let Some(name) = kernel {
+                // The recipe's [boot] settings too, as a comparison boots it.
                 let ready = lab.prepare(&lab::variant::Variant::kernel(&name)).await?;
-                opts.cmdline.extend(ready.settings.cmdline.iter().cloned());
-                opts.kernel = Some(ready.kernel);
+                opts = opts.ready_kernel(ready);
             }
             let task = lab::progress::Task::start(
                 format!("booting {topology} ({})", lab.accel.name()),
