@@ -354,3 +354,24 @@ async fn a_cached_lab_runs_without_network() {
     assert_eq!(stamps(), before, "an offline run touched the apt lists");
     println!("offline `lab run -- true`: {took:.1?}");
 }
+
+/// `lab run --cpus N --memory SIZE --nodes K` boots a plain shape without a topology file.
+#[tokio::test]
+async fn lab_run_boots_a_quick_shape_without_a_file() {
+    drop(common::lab().await);
+    let Some(lab_bin) = common::lab_binary("quick shape") else {
+        return;
+    };
+    let out = std::process::Command::new(lab_bin)
+        .args(["run", "--cpus", "4", "--memory", "1G", "--nodes", "2", "--"])
+        .args(["sh", "-c", "nproc; cat /sys/devices/system/node/online"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.split_whitespace().collect::<Vec<_>>(), ["4", "0-1"]);
+}

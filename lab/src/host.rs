@@ -38,6 +38,8 @@ pub struct Lab {
 pub struct BootOptions {
     pub name: String,
     pub topology: Option<String>,
+    /// A topology given as a value (`Topology::quick`), instead of a file's name.
+    pub shape: Option<Topology>,
     pub kernel: Option<BootKernel>,
     /// The kernel's boot settings (its recipe's `[boot]` merged with a variant's): command-line
     /// arguments go onto the kernel's command line, scheduler features and sysctls are written
@@ -177,7 +179,10 @@ impl Lab {
     /// The spec a [`BootOptions`] resolves to.
     pub async fn spec(&self, mut opts: BootOptions) -> Result<VmSpec> {
         crate::devices::passthrough::resolve(&mut opts.devices, opts.host.as_deref())?;
-        let topology = Topology::by_name(opts.topology.as_deref().unwrap_or(DEFAULT_TOPOLOGY))?;
+        let topology = match opts.shape {
+            Some(t) => t,
+            None => Topology::by_name(opts.topology.as_deref().unwrap_or(DEFAULT_TOPOLOGY))?,
+        };
         let kernel = opts.kernel.unwrap_or_else(|| self.default_kernel.clone());
         let image_name = opts.image.unwrap_or_else(|| DEFAULT_IMAGE.to_string());
         let image = self.image_for(&image_name, &kernel).await?;

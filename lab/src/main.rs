@@ -45,8 +45,19 @@ enum Cmd {
     },
     /// Boot a guest, run one command in it, print its output and exit with its status.
     Run {
-        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
+        /// A topology file's name (topologies/NAME.toml).
+        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY, conflicts_with = "cpus")]
         topology: String,
+        /// A plain shape without a topology file: N vCPUs (with --memory, and --nodes to split
+        /// them into NUMA nodes).
+        #[arg(long, value_name = "N", requires = "memory")]
+        cpus: Option<u32>,
+        /// The quick shape's memory, e.g. `1G` (split evenly over its nodes).
+        #[arg(long, value_name = "SIZE", requires = "cpus")]
+        memory: Option<String>,
+        /// The quick shape's NUMA nodes (default 1).
+        #[arg(long, value_name = "K", requires = "cpus", default_value_t = 1)]
+        nodes: u32,
         /// Kernel recipe name (images/kernels/NAME.toml) or `debian` for Debian's prebuilt kernel.
         #[arg(long)]
         kernel: Option<String>,
@@ -479,6 +490,9 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
         },
         Cmd::Run {
             topology,
+            cpus,
+            memory,
+            nodes,
             kernel,
             cmdline,
             image,
@@ -491,11 +505,20 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             // A bad passthrough name fails before QEMU or a kernel is prepared.
             let mut devices = devices;
             lab::devices::passthrough::resolve(&mut devices, host.as_deref())?;
+            // A quick shape is checked before QEMU or a kernel is prepared, like a file.
+            let shape = match (cpus, &memory) {
+                (Some(cpus), Some(memory)) => {
+                    Some(lab::topology::Topology::quick(cpus, memory, nodes)?)
+                }
+                _ => None,
+            };
+            let topology = shape.as_ref().map_or(topology, |t| t.name().to_string());
             let mut phases = lab::bench::run::RunTimings::default();
             let lab = lab_ready().await?;
             phases.ready_s = started.elapsed().as_secs_f64();
             let booting = Instant::now();
             let mut opts = BootOptions::named("lab-run").topology(&topology);
+            opts.shape = shape;
             opts.cmdline = cmdline;
             opts.image = image;
             opts.devices = devices;

@@ -352,6 +352,66 @@ impl Topology {
         Ok(names)
     }
 
+    /// A plain shape without a file, for `lab run --cpus N --memory SIZE [--nodes K]`: `cpus`
+    /// vCPUs and `memory` split evenly over `nodes` NUMA nodes (one socket, one LLC each, no
+    /// SMT, distances 10/20, `qemu64`). Validated like a file: CPUs must divide among the nodes
+    /// and memory must split into whole MiB.
+    pub fn quick(cpus: u32, memory: &str, nodes: u32) -> Result<Self, TopologyError> {
+        let bad = |field: &str, kind: InvalidKind, message: String| TopologyError::Invalid {
+            file: PathBuf::from("the command line"),
+            field: field.to_string(),
+            kind,
+            message,
+        };
+        let bytes = parse_size(memory).map_err(|m| bad("--memory", InvalidKind::MemorySize, m))?;
+        if cpus == 0 || nodes == 0 || !cpus.is_multiple_of(nodes) {
+            return Err(bad(
+                "--cpus",
+                InvalidKind::NodeWithoutCpus,
+                format!("{cpus} CPUs do not divide into {nodes} node(s) (both at least 1)"),
+            ));
+        }
+        let per_node = bytes / u64::from(nodes);
+        if per_node == 0 || !per_node.is_multiple_of(1 << 20) {
+            return Err(bad(
+                "--memory",
+                InvalidKind::MemorySize,
+                format!("{memory} does not split into whole MiB over {nodes} node(s)"),
+            ));
+        }
+        let size: String = memory
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .collect::<String>()
+            .to_lowercase();
+        let name = format!("quick-{cpus}cpu-{size}-{nodes}node");
+        let per = cpus / nodes;
+        let mut text = format!(
+            "name = \"{name}\"\ndescription = \"lab run --cpus {cpus} --memory {memory} --nodes {nodes}\"\n\
+             cpu_model = \"qemu64\"\nsockets = {nodes}\nthreads_per_core = 1\n"
+        );
+        if nodes > 1 {
+            let rows: Vec<String> = (0..nodes)
+                .map(|a| {
+                    let row: Vec<&str> = (0..nodes)
+                        .map(|b| if a == b { "10" } else { "20" })
+                        .collect();
+                    format!("[{}]", row.join(", "))
+                })
+                .collect();
+            text += &format!("distances = [{}]\n", rows.join(", "));
+        }
+        for n in 0..nodes {
+            text += &format!(
+                "[[node]]\ncpus = \"{}-{}\"\nmemory = \"{}\"\n",
+                n * per,
+                n * per + per - 1,
+                format_size(per_node)
+            );
+        }
+        Topology::from_toml_str(&text, format!("{name}.toml"))
+    }
+
     /// Parses and validates topology TOML; `file` is only used in error messages and
     /// [`Topology::file`]. Unlike [`Topology::load`] it does not compare `name` to the file name.
     pub fn from_toml_str(text: &str, file: impl Into<PathBuf>) -> Result<Self, TopologyError> {

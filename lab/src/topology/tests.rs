@@ -803,3 +803,32 @@ fn hugepages_are_a_hugepage_size_dividing_every_node() {
     );
     assert_eq!(parse(BASE).unwrap().hugepage_bytes(), None);
 }
+
+#[test]
+fn quick_shapes_need_no_file() {
+    let t = Topology::quick(4, "1G", 2).unwrap();
+    assert_eq!(t.name(), "quick-4cpu-1g-2node");
+    assert_eq!(t.nr_cpus(), 4);
+    let nodes: Vec<(Vec<u32>, u64)> = t
+        .nodes()
+        .iter()
+        .map(|n| (n.cpus.clone(), n.memory_bytes))
+        .collect();
+    assert_eq!(
+        nodes,
+        vec![(vec![0, 1], 512 << 20), (vec![2, 3], 512 << 20)]
+    );
+    assert_eq!(t.distances().to_vec(), vec![vec![10, 20], vec![20, 10]]);
+    // One LLC per node, one node by default.
+    assert_eq!(t.llcs().len(), 2);
+    let one = Topology::quick(2, "512M", 1).unwrap();
+    assert_eq!((one.nr_cpus(), one.nodes().len()), (2, 1));
+    // Bad shapes name the flag, before anything boots.
+    let err = Topology::quick(3, "1G", 2).unwrap_err().to_string();
+    assert!(err.contains("--cpus") && err.contains("3 CPUs"), "{err}");
+    let err = Topology::quick(2, "lots", 1).unwrap_err().to_string();
+    assert!(err.contains("--memory"), "{err}");
+    let err = Topology::quick(2, "1M", 2).unwrap_err().to_string();
+    assert!(err.contains("whole MiB"), "{err}");
+    assert!(Topology::quick(0, "1G", 1).is_err());
+}
