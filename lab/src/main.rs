@@ -28,10 +28,14 @@ enum Cmd {
     /// Provision everything tests and `compare` need (QEMU, the default kernels and guest image)
     /// up front, with progress; later runs find it all in the cache.
     Prepare {
-        /// Kernel recipes to build (default: v6.12, the S1 variant, the ptdma fix and the two S4
-        /// variants the tests use).
-        #[arg(long, default_values = ["v6.12", "v6.12+wake-affine-idle-revert", "v6.12+ptdma-claim-once", "v6.12+numa-scan-revert", "v6.12+numa-scan-pid-only"])]
+        /// Kernel recipes to build (default: every kernel of the shipped scenarios' default
+        /// comparisons, `lab scenarios`).
+        #[arg(long, num_args = 1..)]
         kernels: Vec<String>,
+        /// Kernel recipes to build besides those (the test suite's setup adds the ptdma fix its
+        /// device tests boot).
+        #[arg(long, num_args = 1..)]
+        also: Vec<String>,
         /// Guest images to build beside the default one, for the first kernel (the scenario
         /// tests' `sched` and `storage`): built here once, not inside two tests at the same
         /// time.
@@ -449,8 +453,22 @@ async fn lab_ready() -> Result<Lab> {
 async fn run(cli: Cli, started: Instant) -> Result<i32> {
     match cli.command {
         Cmd::Doctor => doctor().await,
-        Cmd::Prepare { kernels, images } => {
+        Cmd::Prepare {
+            kernels,
+            also,
+            images,
+        } => {
             let started = Instant::now();
+            let mut kernels = if kernels.is_empty() {
+                lab::scenarios::default_kernels()?
+            } else {
+                kernels
+            };
+            kernels.extend(
+                also.into_iter()
+                    .filter(|k| !kernels.contains(k))
+                    .collect::<Vec<_>>(),
+            );
             let lab = lab_ready().await?;
             let mut first = None;
             for name in kernels {

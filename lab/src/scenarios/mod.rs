@@ -24,14 +24,64 @@ pub use eevdf_parity::EevdfParity;
 pub use irq_spread::IrqSpread;
 pub use numa_scan::NumaScan;
 
-/// The shipped scenario names, in `lab scenarios` order.
-pub const NAMES: &[&str] = &[
-    "dma-wakeup",
-    "eevdf-parity",
-    "numa-scan",
-    "delay-dequeue",
-    "irq-spread",
+/// One shipped scenario, type-erased: what `lab scenarios`, `lab compare`, `lab prepare` and the
+/// report ask of it. Every `Scenario` is one ([`Registered`] is implemented for all of them).
+pub trait Registered {
+    fn listing(&self) -> Result<Listing>;
+    fn picture(&self) -> Option<crate::report::Picture>;
+    /// Runs it as `request` asks.
+    fn compare<'a>(
+        &'a self,
+        lab: &'a Lab,
+        request: &'a Request,
+    ) -> futures::future::LocalBoxFuture<'a, Result<Outcome>>;
+}
+
+impl<S: Scenario + Clone + 'static> Registered for S {
+    fn listing(&self) -> Result<Listing> {
+        listing(self)
+    }
+
+    fn picture(&self) -> Option<crate::report::Picture> {
+        Scenario::picture(self)
+    }
+
+    fn compare<'a>(
+        &'a self,
+        lab: &'a Lab,
+        request: &'a Request,
+    ) -> futures::future::LocalBoxFuture<'a, Result<Outcome>> {
+        Box::pin(run(lab, self.clone(), request))
+    }
+}
+
+/// Makes a shipped scenario with its seed parameters.
+pub type Constructor = fn() -> Box<dyn Registered>;
+
+/// The shipped scenarios, in `lab scenarios` order: the one table every look-up by name reads.
+pub const REGISTRY: &[(&str, Constructor)] = &[
+    ("dma-wakeup", || Box::new(DmaWakeup::seed())),
+    ("eevdf-parity", || Box::new(EevdfParity::seed())),
+    ("numa-scan", || Box::new(NumaScan::seed())),
+    ("delay-dequeue", || Box::new(DelayDequeue::seed())),
+    ("irq-spread", || Box::new(IrqSpread::seed())),
 ];
+
+/// The shipped scenario names, in `lab scenarios` order.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|(name, _)| *name).collect()
+}
+
+/// The shipped scenario `name`.
+pub fn find(name: &str) -> Result<Box<dyn Registered>> {
+    match REGISTRY.iter().find(|(n, _)| *n == name) {
+        Some((_, make)) => Ok(make()),
+        None => bail!(
+            "no scenario {name:?} (scenarios: {}; `lab scenarios` lists them)",
+            names().join(", ")
+        ),
+    }
+}
 
 /// What `lab scenarios` shows of one scenario.
 #[derive(Debug, Clone)]
@@ -58,38 +108,31 @@ fn listing<S: Scenario>(s: &S) -> Result<Listing> {
 
 /// Every shipped scenario with its defaults.
 pub fn list() -> Result<Vec<Listing>> {
-    NAMES.iter().map(|n| describe(n)).collect()
+    REGISTRY.iter().map(|(_, make)| make().listing()).collect()
 }
 
 /// One shipped scenario's defaults.
 pub fn describe(name: &str) -> Result<Listing> {
-    match name {
-        "dma-wakeup" => listing(&DmaWakeup::seed()),
-        "eevdf-parity" => listing(&EevdfParity::seed()),
-        "numa-scan" => listing(&NumaScan::seed()),
-        "delay-dequeue" => listing(&DelayDequeue::seed()),
-        "irq-spread" => listing(&IrqSpread::seed()),
-        other => unknown(other),
-    }
-}
-
-fn unknown<T>(name: &str) -> Result<T> {
-    bail!(
-        "no scenario {name:?} (scenarios: {}; `lab scenarios` lists them)",
-        NAMES.join(", ")
-    )
+    find(name)?.listing()
 }
 
 /// The picture a shipped scenario's report draws, for records written before records kept it.
 pub fn picture(name: &str) -> Option<crate::report::Picture> {
-    match name {
-        "dma-wakeup" => DmaWakeup::seed().picture(),
-        "eevdf-parity" => EevdfParity::seed().picture(),
-        "numa-scan" => NumaScan::seed().picture(),
-        "delay-dequeue" => DelayDequeue::seed().picture(),
-        "irq-spread" => IrqSpread::seed().picture(),
-        _ => None,
+    find(name).ok()?.picture()
+}
+
+/// The kernels the shipped scenarios' default comparisons boot, each once, in registry order
+/// (what `lab prepare` builds unless told otherwise; `debian`, a download, is left out).
+pub fn default_kernels() -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for l in list()? {
+        for v in l.variants {
+            if v.kernel != crate::kernel::DEBIAN && !out.contains(&v.kernel) {
+                out.push(v.kernel);
+            }
+        }
     }
+    Ok(out)
 }
 
 /// A comparison asked for by name, as `lab compare` takes it; empty fields take the scenario's
@@ -121,14 +164,7 @@ pub struct Request {
 
 /// Runs a shipped scenario.
 pub async fn compare(lab: &Lab, request: &Request) -> Result<Outcome> {
-    match request.scenario.as_str() {
-        "dma-wakeup" => run(lab, DmaWakeup::seed(), request).await,
-        "eevdf-parity" => run(lab, EevdfParity::seed(), request).await,
-        "numa-scan" => run(lab, NumaScan::seed(), request).await,
-        "delay-dequeue" => run(lab, DelayDequeue::seed(), request).await,
-        "irq-spread" => run(lab, IrqSpread::seed(), request).await,
-        other => unknown(other),
-    }
+    find(&request.scenario)?.compare(lab, request).await
 }
 
 async fn run<S: Scenario>(lab: &Lab, scenario: S, request: &Request) -> Result<Outcome> {
@@ -176,8 +212,9 @@ mod tests {
     #[test]
     fn every_shipped_scenario_lists_its_defaults() {
         let all = list().unwrap();
-        assert_eq!(all.len(), NAMES.len());
-        for l in &all {
+        assert_eq!(all.len(), REGISTRY.len());
+        for (l, name) in all.iter().zip(names()) {
+            assert_eq!(l.name, name, "the registry's name is the scenario's");
             assert!(l.variants.len() >= 2, "{}", l.name);
             assert!(!l.metrics.is_empty(), "{}", l.name);
             assert!(l.params.is_object(), "{}", l.name);
@@ -185,5 +222,21 @@ mod tests {
         }
         let err = describe("no-such").unwrap_err().to_string();
         assert!(err.contains("dma-wakeup"), "{err}");
+        assert!(picture("dma-wakeup").is_some());
+        assert!(picture("no-such").is_none());
+    }
+
+    #[test]
+    fn prepare_builds_the_kernels_of_the_default_comparisons() {
+        let kernels = default_kernels().unwrap();
+        assert_eq!(
+            kernels,
+            [
+                "v6.12",
+                "v6.12+wake-affine-idle-revert",
+                "v6.12+numa-scan-revert",
+                "v6.12+numa-scan-pid-only",
+            ]
+        );
     }
 }
