@@ -88,7 +88,7 @@ impl Scenario for SettingsProbe {
             .vm
             .sh("cat /sys/kernel/debug/sched/features; echo; cat /proc/cmdline; nproc")
             .await?;
-        boot.keep("probe.txt", &out)?;
+        boot.keep("probe.txt", &out).await?;
         let words: Vec<&str> = out.split_whitespace().collect();
         let on = |w: &str| f64::from(u8::from(words.contains(&w)));
         let cpus: f64 = words.last().context("no nproc")?.parse()?;

@@ -132,10 +132,13 @@ pub struct Boot<'a> {
 }
 
 impl Boot<'_> {
-    /// Keeps a raw artefact of this boot (a trace, a tool's output) and returns its path.
-    pub fn keep(&self, name: &str, contents: impl AsRef<[u8]>) -> Result<PathBuf> {
+    /// Keeps a raw artefact of this boot (a trace, a tool's output) and returns its path. The
+    /// write runs on a blocking thread: a 100 MB trace must not stall the run's other boots.
+    pub async fn keep(&self, name: &str, contents: impl AsRef<[u8]>) -> Result<PathBuf> {
         let path = self.dir.join(crate::host::sanitize(name));
-        std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))?;
+        tokio::fs::write(&path, contents)
+            .await
+            .with_context(|| format!("writing {}", path.display()))?;
         Ok(path)
     }
 }

@@ -236,8 +236,7 @@ impl EventCount {
     pub async fn stop(&self, vm: &Vm) -> Result<(String, Vec<TraceEvent>)> {
         let (text, lost) = stop_tracing(vm, &self.events).await?;
         lost.refuse("the event count's trace", self.buffer_kb)?;
-        let events = parse_trace(&text);
-        Ok((text, events))
+        parse_trace_off_thread(text).await
     }
 }
 
@@ -272,6 +271,17 @@ pub struct TraceEvent {
     pub flags: String,
     pub name: String,
     pub fields: BTreeMap<String, String>,
+}
+
+/// [`parse_trace`] on a blocking thread (a trace runs to 100 MB; parsing it on the runtime
+/// thread would stall every other boot of the run), returning the text with its events.
+pub async fn parse_trace_off_thread(text: String) -> Result<(String, Vec<TraceEvent>)> {
+    tokio::task::spawn_blocking(move || {
+        let events = parse_trace(&text);
+        (text, events)
+    })
+    .await
+    .context("parsing a trace")
 }
 
 /// Parses the default tracefs text format. Lines that are not events (headers, `LOST` notes)

@@ -252,7 +252,18 @@ impl GroupChild {
 impl Drop for GroupChild {
     fn drop(&mut self) {
         kill_group(self.child.id());
-        let _ = self.child.wait();
+        // SIGKILL takes effect within milliseconds; reap it, but never wait without bound (a
+        // process stuck in the kernel would hang whoever dropped this).
+        for _ in 0..200 {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        tracing::warn!(
+            pid = self.child.id(),
+            "a killed child was not reaped within 2 s"
+        );
     }
 }
 

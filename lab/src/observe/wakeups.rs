@@ -78,8 +78,8 @@ impl WakeupTrace {
     pub async fn stop(&self, vm: &Vm) -> Result<(String, Wakeups)> {
         let (text, lost) = stop_tracing(vm, &self.events()).await?;
         lost.refuse("the wakeup trace", self.buffer_kb)?;
-        let wakeups = Wakeups::from_events(&super::parse_trace(&text));
-        Ok((text, wakeups))
+        let (text, events) = super::parse_trace_off_thread(text).await?;
+        Ok((text, Wakeups::from_events(&events)))
     }
 }
 

@@ -219,8 +219,8 @@ impl Scenario for DelayDequeue {
         let run = vm.exec(&fio.command(&target)).await?;
         let after = Interrupts::read(vm).await?;
         let (raw, wakeups) = trace.stop(vm).await?;
-        let trace_file = boot.keep("wakeups.trace", &raw)?;
-        boot.keep("fio.json", &run.stdout)?;
+        let trace_file = boot.keep("wakeups.trace", &raw).await?;
+        boot.keep("fio.json", &run.stdout).await?;
         run.require_success("fio", &vm.name)?;
         let result =
             FioResult::parse(&run.stdout_str()).with_context(|| format!("fio in {}", vm.name))?;

@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::devices::DeviceSpec;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
 use crate::guest::GuestCommand;
-use crate::observe::{parse_trace, Interrupts, TaskPlacement, TaskTrace};
+use crate::observe::{parse_trace_off_thread, Interrupts, TaskPlacement, TaskTrace};
 use crate::report::{Direction, Mark, Picture};
 use crate::topology::Topology;
 use crate::variant::Variant;
@@ -279,13 +279,14 @@ impl Scenario for DmaWakeup {
         run.require_success("dmatest", &vm.name)?;
         let after = Interrupts::read(vm).await?;
         let raw_trace = trace.stop(vm).await?;
-        let trace_file = boot.keep("sched.trace", &raw_trace)?;
+        let trace_file = boot.keep("sched.trace", &raw_trace).await?;
         let result = DmatestResult::parse(&run.stdout_str())
             .with_context(|| format!("dmatest in {}", vm.name))?;
         result
             .check_complete(dmatest.iterations)
             .with_context(|| format!("dmatest in {}", vm.name))?;
-        let placement = TaskPlacement::from_events(&prefix, &parse_trace(&raw_trace), topology);
+        let (_, events) = parse_trace_off_thread(raw_trace).await?;
+        let placement = TaskPlacement::from_events(&prefix, &events, topology);
         if placement.total_switch_ins() == 0 {
             return Err(crate::sample::reject(format!(
                 "the trace of {} has no switch-in of {prefix}* (trace kept at {})",

@@ -185,7 +185,7 @@ impl Scenario for EevdfParity {
         let traced = match &count {
             Some(count) => {
                 let (raw, events) = count.stop(vm).await?;
-                let file = boot.keep("sched.trace", &raw)?;
+                let file = boot.keep("sched.trace", &raw).await?;
                 Some((file, Switches::from_events(&events)))
             }
             None => None,

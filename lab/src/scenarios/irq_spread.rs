@@ -184,7 +184,7 @@ impl Scenario for IrqSpread {
         let before = Interrupts::read(vm).await?;
         let run = vm.exec(&fio.command(&target)).await?;
         let after = Interrupts::read(vm).await?;
-        boot.keep("fio.json", &run.stdout)?;
+        boot.keep("fio.json", &run.stdout).await?;
         run.require_success("fio", &vm.name)?;
         let result =
             FioResult::parse(&run.stdout_str()).with_context(|| format!("fio in {}", vm.name))?;

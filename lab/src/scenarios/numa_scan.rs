@@ -278,10 +278,10 @@ impl Scenario for NumaScan {
         let run = run?;
         let after = VmStat::read(vm).await?;
         let late = late?;
-        boot.keep("vmstat.before", vmstat_text(&before))?;
-        boot.keep("vmstat.late", vmstat_text(&late))?;
-        boot.keep("vmstat.after", vmstat_text(&after))?;
-        boot.keep("numa01.stdout", &run.stdout)?;
+        boot.keep("vmstat.before", vmstat_text(&before)).await?;
+        boot.keep("vmstat.late", vmstat_text(&late)).await?;
+        boot.keep("vmstat.after", vmstat_text(&after)).await?;
+        boot.keep("numa01.stdout", &run.stdout).await?;
         run.require_success("lab-numa01", &vm.name)?;
         let result = Numa01Result::parse(&run.stdout_str())
             .with_context(|| format!("lab-numa01 in {}", vm.name))?;

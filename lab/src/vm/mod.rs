@@ -97,6 +97,9 @@ impl std::fmt::Debug for Vm {
     }
 }
 
+/// How long QMP `quit` may go unanswered before the shutdown stops asking.
+const QUIT_ANSWER: Duration = Duration::from_secs(5);
+
 /// The kernel command line every lab guest gets.
 pub fn base_cmdline() -> Vec<String> {
     [
@@ -349,8 +352,14 @@ impl Vm {
     /// Stops the guest through QMP (`quit`) and waits for QEMU to exit.
     pub async fn shutdown(mut self) -> Result<()> {
         let started = Instant::now();
-        let _ = self.qmp.execute(qapi::qmp::quit {}).await;
-        tracing::debug!(vm = %self.name, elapsed = ?started.elapsed(), "QMP quit answered");
+        // A QEMU that stopped reading its monitor must not hold the shutdown: give `quit` a few
+        // seconds, then the wait below, then the process group is killed when `self` drops.
+        match tokio::time::timeout(QUIT_ANSWER, self.qmp.execute(qapi::qmp::quit {})).await {
+            Ok(_) => {
+                tracing::debug!(vm = %self.name, elapsed = ?started.elapsed(), "QMP quit answered")
+            }
+            Err(_) => tracing::warn!(vm = %self.name, "QMP quit unanswered after {QUIT_ANSWER:?}"),
+        }
         if let Some(mut child) = self.qemu.take() {
             match tokio::time::timeout(Duration::from_secs(10), child.child.wait()).await {
                 Ok(_) => {}

@@ -6,11 +6,15 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
 
 /// How many trailing lines error messages quote.
 pub const TAIL_LINES: usize = 40;
+
+/// The longest line kept whole: a guest that prints without newlines cannot make the reader
+/// hold more than this (the rest of such a line is still written to the log, in pieces).
+pub const MAX_LINE: usize = 64 << 10;
 
 /// What the console has shown so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -36,6 +40,37 @@ fn panic_line(line: &str) -> bool {
     line.contains("Kernel panic - not syncing") || line.contains("---[ end Kernel panic")
 }
 
+/// The next line of `reader` without its newline, or its first `max` bytes when it is longer
+/// (the rest comes as the next lines); `None` at the end.
+async fn next_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let mut line = Vec::new();
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok((!line.is_empty()).then_some(line));
+        }
+        let room = max - line.len();
+        match buf.iter().take(room).position(|&b| b == b'\n') {
+            Some(i) => {
+                line.extend_from_slice(&buf[..i]);
+                reader.consume(i + 1);
+                return Ok(Some(line));
+            }
+            None => {
+                let n = buf.len().min(room);
+                line.extend_from_slice(&buf[..n]);
+                reader.consume(n);
+                if line.len() == max {
+                    return Ok(Some(line));
+                }
+            }
+        }
+    }
+}
+
 impl Console {
     /// Starts copying `reader` (QEMU's stdout, where the serial port goes) to `log_path`.
     pub fn spawn<R: AsyncRead + Unpin + Send + 'static>(reader: R, log_path: PathBuf) -> Console {
@@ -54,8 +89,8 @@ impl Console {
                     None
                 }
             };
-            let mut lines = BufReader::new(reader).split(b'\n');
-            while let Ok(Some(raw)) = lines.next_segment().await {
+            let mut reader = BufReader::new(reader);
+            while let Ok(Some(raw)) = next_line(&mut reader, MAX_LINE).await {
                 let line = String::from_utf8_lossy(&raw)
                     .trim_end_matches('\r')
                     .to_string();
@@ -129,6 +164,20 @@ impl Console {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_line_without_end_is_kept_in_bounded_pieces() {
+        let text = [vec![b'x'; 10], b"\nshort\n".to_vec(), vec![b'y'; 25]].concat();
+        let mut reader = BufReader::with_capacity(4, &text[..]);
+        let mut lines = Vec::new();
+        while let Some(line) = next_line(&mut reader, 8).await.unwrap() {
+            lines.push(String::from_utf8(line).unwrap());
+        }
+        assert_eq!(
+            lines,
+            ["xxxxxxxx", "xx", "short", "yyyyyyyy", "yyyyyyyy", "yyyyyyyy", "y"]
+        );
+    }
 
     #[tokio::test]
     async fn panic_is_detected_and_tail_kept() {
