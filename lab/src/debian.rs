@@ -736,7 +736,7 @@ fn resolution_key(
         ("only", only.unwrap_or("").as_bytes()),
         ("locked", packages.as_bytes()),
     ]);
-    format!("{}-{}", crate::host::sanitize(name), &key[..16])
+    format!("{}-{}", crate::names::sanitize(name), &key[..16])
 }
 
 /// The resolution [`resolve_bundle`] last made for this bundle while its lock entry was what it

@@ -22,25 +22,9 @@ use tokio::task::AbortHandle;
 
 pub use lab_agent::protocol::{Hello, ResourceUse, PORT_NAME, PROTOCOL_VERSION};
 
-/// The static guest agent (x86_64, no PT_INTERP), built by `lab/build.rs`; the image puts it
-/// at `/init`.
-pub const AGENT_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lab-agent"));
-
-/// The sha256 of [`AGENT_BINARY`] (hex), computed by `lab/build.rs` when the agent was built.
-pub const AGENT_SHA256: &str = include_str!(concat!(env!("OUT_DIR"), "/lab-agent.sha256"));
-
-/// Path of the agent binary on the build host (the file [`AGENT_BINARY`] was read from).
-pub const AGENT_BINARY_PATH: &str = concat!(env!("OUT_DIR"), "/lab-agent");
-
-/// The static `lab-numa01` workload (seed S4's numa01_THREAD_ALLOC shape), built with the agent
-/// by `lab/build.rs`; every image has it at [`NUMA01_GUEST_PATH`].
-pub const NUMA01_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lab-numa01"));
-
-/// The sha256 of [`NUMA01_BINARY`] (hex), part of the image cache key.
-pub const NUMA01_SHA256: &str = include_str!(concat!(env!("OUT_DIR"), "/lab-numa01.sha256"));
-
-/// Where the image puts [`NUMA01_BINARY`].
-pub const NUMA01_GUEST_PATH: &str = "/usr/bin/lab-numa01";
+pub use crate::agent::{
+    AGENT_BINARY, AGENT_BINARY_PATH, AGENT_SHA256, NUMA01_BINARY, NUMA01_GUEST_PATH, NUMA01_SHA256,
+};
 
 /// Default command timeout of [`GuestCommand::new`].
 pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(120);

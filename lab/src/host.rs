@@ -229,7 +229,7 @@ impl Lab {
         let mut vm = Vm::boot(&self.qemu, spec).await?;
         vm.hold_slot(slot);
         // The VM is killed when dropped, also when the settings do not take.
-        crate::kernel::apply_settings(&vm, &settings)
+        crate::vm::settings::apply_settings(&vm, &settings)
             .await
             .with_context(|| format!("guest {}", vm.name))?;
         Ok(vm)
@@ -246,34 +246,7 @@ fn slot_cost(accel: Accel, topology: &Topology) -> usize {
     }
 }
 
-/// Checks a name that becomes a directory under `results/` (a comparison's name).
-pub fn check_name(what: &str, name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 100
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c));
-    if !ok {
-        anyhow::bail!(
-            "{what} {name:?}: use 1-100 characters from [A-Za-z0-9._+-], not starting with '.'"
-        );
-    }
-    Ok(())
-}
-
-/// File-name-safe form of a run or VM name.
-pub fn sanitize(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.+".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
+pub use crate::names::{check_name, sanitize};
 
 /// The facts a result manifest records about the host side of a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]

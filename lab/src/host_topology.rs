@@ -683,5 +683,6 @@ pub struct Mirror {
     pub housekeeping: Vec<u32>,
 }
 
+mod check;
 #[cfg(test)]
 mod tests;

@@ -170,10 +170,10 @@ pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> 
             None => Vec::new(),
         };
         add_busybox_applets(&root)?;
-        write_executable(&root.join("init"), crate::guest::AGENT_BINARY)?;
+        write_executable(&root.join("init"), crate::agent::AGENT_BINARY)?;
         write_executable(
-            &root.join(crate::guest::NUMA01_GUEST_PATH.trim_start_matches('/')),
-            crate::guest::NUMA01_BINARY,
+            &root.join(crate::agent::NUMA01_GUEST_PATH.trim_start_matches('/')),
+            crate::agent::NUMA01_BINARY,
         )?;
         let (modules, missing) = match &kernel.modules {
             Some(dir) => copy_modules(dir, &root, &kernel.release, &recipe.modules)?,
@@ -222,8 +222,8 @@ fn image_key(
         ("packages", packages.as_bytes()),
         ("modules", modules.as_bytes()),
         ("kernel", kernel.identity.as_bytes()),
-        ("agent-sha256", crate::guest::AGENT_SHA256.as_bytes()),
-        ("numa01-sha256", crate::guest::NUMA01_SHA256.as_bytes()),
+        ("agent-sha256", crate::agent::AGENT_SHA256.as_bytes()),
+        ("numa01-sha256", crate::agent::NUMA01_SHA256.as_bytes()),
         ("format", b"newc-v1"),
     ];
     // Only recipes with programs add these, so images without programs keep their keys.

@@ -18,10 +18,7 @@ pub mod recipe;
 pub mod source;
 pub mod tools;
 
-pub use boot::{
-    apply_script, apply_settings, default_kernel, features_in_effect, prepare, resolve, BootKernel,
-    ReadyKernel, DEBIAN,
-};
+pub use boot::{apply_script, default_kernel, prepare, resolve, BootKernel, ReadyKernel, DEBIAN};
 pub use build::{
     build, build_recipe, cache_key, current_keys, gc, gc_unused, list, list_table, local_version,
     toolchain_id, BuildOptions, BuiltKernel, CachedKernel, GcOptions, GcReport, Manifest, KIND,

@@ -6,6 +6,7 @@
 //! that pipeline for any [`experiment::Scenario`] over a list of [`variant::Variant`]s; the
 //! shipped scenarios are in `scenarios`.
 
+pub mod agent;
 pub mod bench;
 pub mod cache;
 pub mod debian;
@@ -17,6 +18,7 @@ pub mod host_topology;
 pub mod hosts;
 pub mod image;
 pub mod kernel;
+pub mod names;
 pub mod nextest;
 pub mod observe;
 pub mod process;

@@ -14,6 +14,10 @@
 //! Its own module because the VM, the devices, the toolchain, kernel builds and apt all start
 //! children this way.
 
+/// Host CPUs a pin may name: the size of the affinity set (`cpu_set_t`) the lab passes to
+/// `sched_setaffinity`.
+pub const MAX_HOST_CPUS: usize = 1024;
+
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Output};
 use std::time::Duration;
@@ -177,13 +181,13 @@ pub fn watch_parent() {
 /// Makes `cmd` start on `cpus` only (`sched_setaffinity` before exec), so every thread it
 /// creates inherits that set: QEMU's I/O, RCU and worker threads and the device models run on
 /// the housekeeping CPUs of a pinned topology. QEMU's vCPU threads are then moved one by one.
-/// CPUs at or above [`crate::topology::MAX_HOST_CPUS`] are left out of the set.
+/// CPUs at or above [`MAX_HOST_CPUS`] are left out of the set.
 pub fn restrict_to_cpus(cmd: &mut Command, cpus: &[u32]) {
     // SAFETY: a zeroed cpu_set_t is valid and CPU_SET stays within it (ids are bounded above).
     let set = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         for &cpu in cpus {
-            if (cpu as usize) < crate::topology::MAX_HOST_CPUS {
+            if (cpu as usize) < MAX_HOST_CPUS {
                 libc::CPU_SET(cpu as usize, &mut set);
             }
         }
@@ -213,7 +217,7 @@ pub fn affinity_of(tid: u32) -> std::io::Result<Vec<u32>> {
         {
             return Err(std::io::Error::last_os_error());
         }
-        Ok((0..crate::topology::MAX_HOST_CPUS)
+        Ok((0..MAX_HOST_CPUS)
             .filter(|&c| libc::CPU_ISSET(c, &set))
             .map(|c| c as u32)
             .collect())

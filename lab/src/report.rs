@@ -252,21 +252,7 @@ pub(crate) fn unit_suffix(unit: &str) -> String {
     }
 }
 
-/// A value with about four significant digits, in at most ~10 characters.
-pub(crate) fn fmt_value(x: f64) -> String {
-    let a = x.abs();
-    if x == 0.0 {
-        "0".to_string()
-    } else if !(1e-3..1e7).contains(&a) {
-        format!("{x:.3e}")
-    } else if a >= 1000.0 {
-        format!("{x:.0}")
-    } else if a >= 1.0 {
-        format!("{x:.2}")
-    } else {
-        format!("{x:.4}")
-    }
-}
+pub(crate) use crate::stats::fmt_value;
 
 pub(crate) fn fmt_p(p: f64) -> String {
     if p < 0.001 {

@@ -16,8 +16,9 @@ pub const REQUIRE_KVM_ENV: &str = "LAB_REQUIRE_KVM";
 /// would be skipped fails instead.
 pub const REQUIRE_HOST_ENV: &str = "LAB_REQUIRE_HOST";
 
-/// How a skipped part's line starts (`LAB-SKIP <test>: <part>: <why>`).
-pub const MARKER: &str = "LAB-SKIP";
+/// How a skipped part's line starts (`LAB-SKIP <test>: <part>: <why>`); the JUnit marking
+/// (`report::junit`) owns it, as the reader of those lines.
+pub use crate::report::junit::MARKER;
 
 /// Whether `LAB_REQUIRE_KVM` asks for KVM (`1`, `true` or `yes`).
 pub fn kvm_required() -> bool {

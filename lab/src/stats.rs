@@ -22,6 +22,22 @@ use thiserror::Error;
 pub use decision::{decide, holm, Decision, Magnitude, Verdict, DIFFERENT_ALPHA, SAME_CONFIDENCE};
 pub use schedule::{next_stage, BootOrder, Repetitions};
 
+/// A value with about four significant digits, in at most ~10 characters.
+pub fn fmt_value(x: f64) -> String {
+    let a = x.abs();
+    if x == 0.0 {
+        "0".to_string()
+    } else if !(1e-3..1e7).contains(&a) {
+        format!("{x:.3e}")
+    } else if a >= 1000.0 {
+        format!("{x:.0}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
 /// Confidence of the intervals tables show.
 pub const TABLE_CONFIDENCE: f64 = 0.95;
 

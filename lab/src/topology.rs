@@ -62,7 +62,6 @@
 //! which mapping applies and why.
 
 mod cpulist;
-mod host;
 mod qemu;
 #[cfg(test)]
 mod tests;
@@ -85,9 +84,7 @@ pub const LOCAL_DISTANCE: u32 = 10;
 pub const DEFAULT_REMOTE_DISTANCE: u32 = 20;
 
 const MIB: u64 = 1 << 20;
-/// Host CPUs a pin may name: the size of the affinity set (`cpu_set_t`) the lab passes to
-/// `sched_setaffinity`.
-pub const MAX_HOST_CPUS: usize = 1024;
+pub use crate::process::MAX_HOST_CPUS;
 /// The hugepage sizes `hugepages` may name: x86-64's 2 MiB and 1 GiB.
 pub const HUGEPAGE_SIZES: [u64; 2] = [2 << 20, 1 << 30];
 
@@ -422,6 +419,11 @@ impl Topology {
             error: Box::new(error),
         })?;
         validate(raw, file, text)
+    }
+
+    /// The `[[pin]]` table (its index) that pins `vcpu`.
+    pub(crate) fn pin_table_of(&self, vcpu: u32) -> Option<&usize> {
+        self.pinned_by.get(&vcpu)
     }
 
     pub fn file(&self) -> &Path {

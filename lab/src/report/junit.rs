@@ -12,7 +12,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::skip::MARKER;
+/// How a skipped part's line starts (`LAB-SKIP <test>: <part>: <why>`), as
+/// [`crate::skip`] prints it.
+pub const MARKER: &str = "LAB-SKIP";
 
 /// One test with skipped parts: its suite (binary), name and the marker lines it printed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -97,7 +97,7 @@ impl From<f64> for Magnitude {
 impl std::fmt::Display for Magnitude {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Magnitude::Absolute(x) => write!(f, "{}", crate::report::fmt_value(*x)),
+            Magnitude::Absolute(x) => write!(f, "{}", super::fmt_value(*x)),
             Magnitude::Relative { relative } => write!(f, "{}% of the base", relative * 100.0),
         }
     }

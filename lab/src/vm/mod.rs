@@ -7,6 +7,7 @@
 
 pub mod health;
 pub mod serial;
+pub mod settings;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -394,7 +395,7 @@ async fn pin_vcpus(
             continue;
         };
         // Topology validation keeps pins below the set's size; a bad one must not panic here.
-        if *host as usize >= crate::topology::MAX_HOST_CPUS {
+        if *host as usize >= crate::process::MAX_HOST_CPUS {
             anyhow::bail!(
                 "vCPU {} is pinned to host CPU {host}, beyond the affinity set",
                 base.cpu_index

@@ -1,18 +1,18 @@
 //! A topology against the host it boots on: the `[[pin]]` map's host CPUs online, each
 //! `host_node` present with enough free memory (or hugepages), and the housekeeping set (the
 //! online host CPUs no vCPU is pinned to) for QEMU's other threads and the device models. Runs
-//! before a boot; every error names the topology file and the field.
+//! before a boot; every error names the topology file and the field. Here, not in `topology`,
+//! so that the topology (an input) knows nothing of the host it may run on.
 
 use std::collections::BTreeMap;
 
-use super::cpulist::{format_cpulist, parse_cpulist};
-use super::{format_size, Topology};
-use crate::host_topology::HostTopology;
+use super::HostTopology;
+use crate::topology::{format_cpulist, format_size, parse_cpulist, Node, Topology};
 
 impl Topology {
     /// The `[[pin]]` field that pins `vcpu`, for messages.
     fn pin_field(&self, vcpu: u32) -> String {
-        match self.pinned_by.get(&vcpu) {
+        match self.pin_table_of(vcpu) {
             Some(i) => format!("pin[{i}].host"),
             None => "pin".to_string(),
         }
@@ -115,11 +115,11 @@ impl Topology {
     /// of each host node guest memory is bound to.
     fn check_hugepages(&self, host: &HostTopology, page: u64) -> Result<(), String> {
         let file = self.file().display();
-        let pages = |nodes: &[&super::Node]| nodes.iter().map(|n| n.memory_bytes / page).sum();
-        let all: Vec<&super::Node> = self.nodes().iter().collect();
+        let pages = |nodes: &[&Node]| nodes.iter().map(|n| n.memory_bytes / page).sum();
+        let all: Vec<&Node> = self.nodes().iter().collect();
         let mut wants: Vec<(Option<u32>, String, u64)> =
             vec![(None, "hugepages".to_string(), pages(&all))];
-        let mut bound: BTreeMap<u32, Vec<&super::Node>> = BTreeMap::new();
+        let mut bound: BTreeMap<u32, Vec<&Node>> = BTreeMap::new();
         for node in self.nodes() {
             if let Some(h) = node.host_node {
                 bound.entry(h).or_default().push(node);
