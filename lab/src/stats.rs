@@ -184,12 +184,18 @@ impl Range {
         *self == Range::ANY
     }
 
-    /// The interval `[low, high]` of a shift from a base whose mean is `base_mean`, cut to the
-    /// shifts that keep that mean inside the range.
-    pub fn clip_shift(&self, low: f64, high: f64, base_mean: f64) -> Interval {
-        let (floor, ceiling) = (self.low - base_mean, self.high - base_mean);
-        let low = low.max(floor).min(ceiling);
-        let high = high.min(ceiling).max(low);
+    /// An interval of a change in percent of a base whose mean is `base_mean`, cut to the
+    /// changes that keep that mean inside the range (a share of 6% cannot fall by more than
+    /// 100%). For display only: decisions use the exact interval in the metric's unit.
+    pub fn clip_pct(&self, pct: Interval, base_mean: f64) -> Interval {
+        let scale = 100.0 / base_mean.abs();
+        let (floor, ceiling) = (
+            (self.low - base_mean) * scale,
+            (self.high - base_mean) * scale,
+        );
+        let (floor, ceiling) = (floor.min(ceiling), floor.max(ceiling));
+        let low = pct.low.max(floor).min(ceiling);
+        let high = pct.high.min(ceiling).max(low);
         Interval { low, high }
     }
 }
@@ -227,11 +233,12 @@ pub struct Change {
     pub pct_change: Option<f64>,
     /// Hodges-Lehmann shift, in the metric's unit.
     pub shift: f64,
-    /// The [`TABLE_CONFIDENCE`] distribution-free interval of the shift, clipped to the
-    /// metric's range; `None` with too few samples (4 a side give 95%).
+    /// The exact [`TABLE_CONFIDENCE`] distribution-free interval of the shift; `None` with too
+    /// few samples (4 a side give 95%).
     pub shift_ci95: Option<Interval>,
-    /// `shift_ci95` in percent of |base mean| (the base mean taken as exact: it is there to
-    /// read the table; decisions use the shift in the metric's unit).
+    /// `shift_ci95` in percent of |base mean|, cut to what the metric's range allows (the base
+    /// mean taken as exact: it is there to read the table; decisions use the shift in the
+    /// metric's unit).
     pub pct_change_ci95: Option<Interval>,
     /// min(Mann-Whitney, Kolmogorov-Smirnov), the p the decisions use.
     pub p_value: f64,
@@ -248,15 +255,22 @@ impl Change {
         let difference = variant_summary.mean - base_summary.mean;
         let base_nonzero = base_summary.mean != 0.0;
         let pct = |x: f64| x / base_summary.mean.abs() * 100.0;
-        let shift_ci95 = rank::shift_interval(base, variant, TABLE_CONFIDENCE)
-            .map(|ci| range.clip_shift(ci.low, ci.high, base_summary.mean));
+        let shift_ci95 = rank::shift_interval(base, variant, TABLE_CONFIDENCE).map(|ci| Interval {
+            low: ci.low,
+            high: ci.high,
+        });
         let mann_whitney_p = rank::mann_whitney_p(base, variant);
         let ks_p = rank::kolmogorov_smirnov_p(base, variant);
         Ok(Change {
             pct_change: base_nonzero.then(|| pct(difference)),
-            pct_change_ci95: shift_ci95.filter(|_| base_nonzero).map(|ci| Interval {
-                low: pct(ci.low),
-                high: pct(ci.high),
+            pct_change_ci95: shift_ci95.filter(|_| base_nonzero).map(|ci| {
+                range.clip_pct(
+                    Interval {
+                        low: pct(ci.low),
+                        high: pct(ci.high),
+                    },
+                    base_summary.mean,
+                )
             }),
             shift: rank::shift_estimate(base, variant).unwrap_or(0.0),
             shift_ci95,
@@ -353,10 +367,11 @@ mod tests {
         let c = Change::between(&base, &variant, Range::PERCENT).unwrap();
         let pct = c.pct_change_ci95.unwrap();
         assert!(pct.low >= -100.0 - 1e-9, "{pct:?}");
+        // The interval in points is the exact one, not cut.
         let ci = c.shift_ci95.unwrap();
-        assert!(ci.low >= -20.0 - 1e-9 && ci.high <= 80.0, "{ci:?}");
+        assert_eq!(ci.low, -30.0, "{ci:?}");
         let open = Change::between(&base, &variant, Range::ANY).unwrap();
-        assert!(open.shift_ci95.unwrap().low < ci.low);
+        assert!(open.pct_change_ci95.unwrap().low < pct.low);
     }
 
     #[test]

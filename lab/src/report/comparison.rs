@@ -188,7 +188,7 @@ impl Comparison {
         }
     }
 
-    /// The values `metric` can take; intervals of its changes are clipped to them.
+    /// The values `metric` can take; the table's %-of-base intervals are cut to them.
     pub fn set_range(&mut self, metric: &str, range: Range) -> Result<(), ReportError> {
         let index = self.metric_index(metric)?;
         self.metrics[index].range = range;
@@ -308,8 +308,7 @@ impl Comparison {
         let m = self.metric(metric)?;
         let base = self.samples(metric, self.base())?;
         let other = self.samples(metric, variant)?;
-        decide(base, other, m.magnitude, m.range)
-            .map_err(|source| self.stats(metric, variant, source))
+        decide(base, other, m.magnitude).map_err(|source| self.stats(metric, variant, source))
     }
 
     /// Every primary metric's verdict for every variant but the base, in table order.
