@@ -382,9 +382,15 @@ fn a_host_without_numa_or_caches_is_one_node_and_one_llc_per_package() {
 
 #[test]
 fn this_hosts_mirror_is_a_valid_topology() {
-    let Ok(h) = HostTopology::this_host() else {
-        eprintln!("SKIPPED: no readable /sys here");
-        return;
+    let h = match HostTopology::this_host() {
+        Ok(h) => h,
+        Err(e) => {
+            return crate::skip::host_lacks(
+                "mirror of this host",
+                &format!("no readable /sys here ({e:#})"),
+                "Run it where sysfs is mounted.",
+            )
+        }
     };
     let m = h
         .mirror(&MirrorOptions::named("this-host"))
