@@ -63,9 +63,11 @@ async fn the_scan_stalls_under_fc137c0ddab2s_rule_not_on_v6_12_nor_without_the_f
     //   scan had stopped in 13 of those 19 boots (0-89 PTE updates in the last 15 s; the seed's
     //   regressed kernel: 493 in all), against 166777-575475 on v6.12.
     // The decision is on numa_pte_updates with 40% of v6.12's mean as the smallest change that
-    // matters (scenario): pid-only DIFFERENT and lower (a shift of about -650000 against a
-    // magnitude of about 300000, the boots apart); the seed's fix alone SAME, the 95% interval
-    // of its shift inside +-40%.
+    // matters (scenario): pid-only DIFFERENT and lower; the seed's fix alone SAME, the 95%
+    // interval of its shift inside +-40%. In the verdicts' soak of 2026-12-01: v6.12
+    // 632090-1208229, revert 623023-1082011, pid-only 43406-235505; pid-only decided at 5 boots
+    // (shift about -850000 against a magnitude of about 380000), the revert SAME at 5 to 9 boots
+    // a side (shifts -21735 to -161097, intervals inside -362469..+278747).
     let lab = common::lab().await;
     let mut experiment = s4();
     if lab.on_kvm() {
