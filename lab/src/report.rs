@@ -371,8 +371,8 @@ mod tests {
         let want = "\
 comparison: dmatest-cross-llc
 
-primary: share_on_irq_cpu (%), smallest change that matters 20.00 %
-  v6.12+wake-affine-idle-revert  DIFFERENT  shift +87.50 %, 95% interval [+81.00, +93.00] %, magnitude 20.00 %, p=0.008 (Mann-Whitney 0.008, KS 0.008), means differ by +87.50 %, n=5/5
+primary: share_on_irq_cpu (%), smallest change that matters 20.00 pp
+  v6.12+wake-affine-idle-revert  DIFFERENT  shift +87.50 pp, 95% interval [+81.00, +93.00] pp, magnitude 20.00 pp, p=0.008 (Mann-Whitney 0.008, KS 0.008), means differ by +87.50 pp, n=5/5
 
      v6.12        v6.12+wake-affine-idle-revert
 ---------------- -------------------------------
@@ -638,7 +638,7 @@ p: min(Mann-Whitney, Kolmogorov-Smirnov), exact; [..]: 95% distribution-free int
         let err = c.assert_higher("share", REVERT).unwrap_err().to_string();
         assert!(err.contains("got UNKNOWN after 8 boots (4/4)"), "{err}");
         assert!(err.contains("p=0.029"), "{err}");
-        assert!(err.contains("magnitude 20.00 %"), "{err}");
+        assert!(err.contains("magnitude 20.00 pp"), "{err}");
         // A scattered pair cannot be SAME either.
         let mut c = Comparison::new("scattered", [BASE, REVERT]).unwrap();
         c.add_metric("share", "%", Direction::Neutral, 10.0)

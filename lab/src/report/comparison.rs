@@ -507,7 +507,8 @@ impl std::fmt::Display for Comparison {
 
 /// A verdict's numbers in one line: shift, interval, p-values, n.
 pub fn describe(v: &Verdict, unit: &str) -> String {
-    let unit = unit_suffix(unit);
+    // A change of a percentage is in points, not percent.
+    let unit = unit_suffix(difference_unit(unit));
     let interval = match v.interval {
         Some(ci) => format!(
             "{}% interval [{}, {}]{unit}",
@@ -515,7 +516,7 @@ pub fn describe(v: &Verdict, unit: &str) -> String {
             fmt_signed(ci.low),
             fmt_signed(ci.high)
         ),
-        None => "no interval yet (fewer than 3 boots a side)".to_string(),
+        None => "no interval yet (fewer than 4 boots a side)".to_string(),
     };
     format!(
         "shift {}{unit}, {interval}, magnitude {}{unit}, p={} (Mann-Whitney {}, KS {}), means \
@@ -529,6 +530,15 @@ pub fn describe(v: &Verdict, unit: &str) -> String {
         v.n_base,
         v.n_variant
     )
+}
+
+/// The unit of a difference of a metric in `unit`: percentage points for a percentage.
+pub fn difference_unit(unit: &str) -> &str {
+    if unit == "%" {
+        "pp"
+    } else {
+        unit
+    }
 }
 
 /// One metric's row: the base's summary and every other variant against it.

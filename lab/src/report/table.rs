@@ -307,7 +307,11 @@ fn place(line: &mut Vec<char>, end: usize, text: &str) {
 pub(super) fn magnitude_text(m: &super::Metric) -> String {
     match m.magnitude {
         crate::stats::Magnitude::Absolute(_) => {
-            format!("{}{}", m.magnitude, super::unit_suffix(&m.unit))
+            format!(
+                "{}{}",
+                m.magnitude,
+                super::unit_suffix(super::comparison::difference_unit(&m.unit))
+            )
         }
         crate::stats::Magnitude::Relative { .. } => m.magnitude.to_string(),
     }
