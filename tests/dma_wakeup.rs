@@ -234,11 +234,12 @@ async fn throughput_triples_with_the_revert_on_real_hardware() {
         let mut spec = vec![text
             .parse::<lab::devices::DeviceSpec>()
             .unwrap_or_else(|e| panic!("LAB_S1_DEVICE: {e:#}"))];
-        lab::devices::passthrough::resolve(&mut spec, None)
-            .unwrap_or_else(|e| panic!("LAB_S1_DEVICE: {e:#}"));
+        lab::devices::resolve(&mut spec, None).unwrap_or_else(|e| panic!("LAB_S1_DEVICE: {e:#}"));
         spec.remove(0)
     });
-    let on_ptdma = device.as_ref().is_some_and(|d| d.pci_driver() == "ptdma");
+    let on_ptdma = device
+        .as_ref()
+        .is_some_and(|d| d.guest_driver().driver == "ptdma");
     // The Gold 6132 has one LLC per socket and node: the seed's cross-LLC interrupt is a
     // cross-node one there. The EPYC 7313 (NPS1) has four-core CCX LLCs in one node: there it
     // is a cross-CCX one.
@@ -256,7 +257,7 @@ async fn throughput_triples_with_the_revert_on_real_hardware() {
     .named("dma-wakeup-throughput");
     let scenario = match device {
         Some(device) => {
-            println!("S1 on the host's {}", device.pci_driver());
+            println!("S1 on the host's {}", device.guest_driver().driver);
             scenario.device(0, device)
         }
         None => scenario,

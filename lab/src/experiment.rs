@@ -398,11 +398,8 @@ impl<S: Scenario> Experiment<S> {
         let topology = Topology::by_name(&self.topology)?;
         let mut replacements: Vec<(usize, DeviceSpec)> = self.devices.clone().into_iter().collect();
         for (index, device) in &mut replacements {
-            crate::devices::passthrough::resolve(
-                std::slice::from_mut(device),
-                self.host.as_deref(),
-            )
-            .with_context(|| format!("{}: device {index}", self.name))?;
+            crate::devices::resolve(std::slice::from_mut(device), self.host.as_deref())
+                .with_context(|| format!("{}: device {index}", self.name))?;
         }
         let mut planned = Vec::new();
         for variant in &self.variants {
@@ -423,7 +420,7 @@ impl<S: Scenario> Experiment<S> {
                     .replaced_by(device, *index)
                     .with_context(|| format!("variant {}", variant.name))?;
             }
-            crate::devices::passthrough::resolve(&mut plan.devices, self.host.as_deref())
+            crate::devices::resolve(&mut plan.devices, self.host.as_deref())
                 .with_context(|| format!("variant {}", variant.name))?;
             for (index, device) in plan.devices.iter().enumerate() {
                 device
@@ -470,19 +467,16 @@ impl<S: Scenario> Experiment<S> {
             .parallel
             .unwrap_or_else(|| lab.guests_at_once(&topology));
         // A host device is in one guest at a time.
-        let passthrough = arms.iter().any(|a| {
-            a.plan
-                .devices
-                .iter()
-                .any(|d| matches!(d.kind, crate::devices::DeviceKind::Passthrough(_)))
-        });
+        let exclusive = arms
+            .iter()
+            .any(|a| a.plan.devices.iter().any(|d| d.device.exclusive()));
         let boots = Boots {
             experiment: self,
             lab,
             topology: &topology,
             arms: &arms,
             dir: &dir,
-            at_once: if passthrough { 1 } else { at_once },
+            at_once: if exclusive { 1 } else { at_once },
         };
         let mut order = BootOrder::new(seed);
         let mut attempts = 0;

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::Cache;
-use crate::devices::DeviceSpec;
+use crate::devices::{DeviceHost, DeviceSpec};
 use crate::image::{build_image, GuestImage, ImageRecipe};
 use crate::kernel::{BootKernel, BootSettings, ReadyKernel};
 use crate::slots::{guest_cost, CpuSlots};
@@ -30,6 +30,8 @@ pub struct Lab {
     pub accel_probe: AccelProbe,
     /// The host CPUs guests may keep busy, shared with every other lab process here.
     pub slots: CpuSlots,
+    /// What devices' host sides get from this host (cache, sysfs, the `lab-dma` binary).
+    pub devices: DeviceHost,
     default_kernel: BootKernel,
 }
 
@@ -107,13 +109,17 @@ pub fn results_root() -> PathBuf {
 }
 
 impl Lab {
-    /// Finds or provisions QEMU and the default kernel, and probes the accelerator (cached).
+    /// [`Lab::new`] on the cache `LAB_CACHE_DIR` names (default `~/.cache/lab`).
     pub fn from_env() -> Result<Lab> {
+        Lab::new(Cache::from_env()?)
+    }
+
+    /// Finds or provisions QEMU and the default kernel in `cache`, and probes the accelerator
+    /// (cached). Nothing else: watching the parent process and replaying a killed lab's
+    /// passthrough journals are the caller's explicit steps ([`crate::process::watch_parent`],
+    /// [`Lab::restore_passthrough`]).
+    pub fn new(cache: Cache) -> Result<Lab> {
         let _span = tracing::debug_span!("lab_ready").entered();
-        crate::process::watch_parent();
-        let cache = Cache::from_env()?;
-        // A killed lab may have left host devices on vfio-pci: give them back first.
-        crate::devices::passthrough::restore_at_start(&cache);
         let qemu = {
             let _span = tracing::debug_span!("locate_qemu").entered();
             Qemu::locate(&cache).context("locating QEMU")?
@@ -134,6 +140,7 @@ impl Lab {
             "lab ready"
         );
         Ok(Lab {
+            devices: DeviceHost::this_host(cache.clone()),
             cache,
             qemu,
             accel,
@@ -141,6 +148,12 @@ impl Lab {
             slots,
             default_kernel,
         })
+    }
+
+    /// Gives the host back the devices a killed lab left on `vfio-pci` (its journals in the
+    /// cache), warning on what fails. The CLI and the test helper call it once at start.
+    pub fn restore_passthrough(&self) {
+        crate::devices::passthrough::restore_at_start(&self.cache, &self.devices.sysfs);
     }
 
     /// [`Lab::from_env`] off the async executor (it downloads and may build).
@@ -178,7 +191,7 @@ impl Lab {
 
     /// The spec a [`BootOptions`] resolves to.
     pub async fn spec(&self, mut opts: BootOptions) -> Result<VmSpec> {
-        crate::devices::passthrough::resolve(&mut opts.devices, opts.host.as_deref())?;
+        crate::devices::resolve(&mut opts.devices, opts.host.as_deref())?;
         let topology = match opts.shape {
             Some(t) => t,
             None => Topology::by_name(opts.topology.as_deref().unwrap_or(DEFAULT_TOPOLOGY))?,
@@ -226,13 +239,48 @@ impl Lab {
             .slots
             .acquire(slot_cost(spec.accel, &spec.topology))
             .await?;
-        let mut vm = Vm::boot(&self.qemu, spec).await?;
+        let attached = self.attach_devices(&spec).await?;
+        let mut vm = Vm::boot(&self.qemu, spec, attached).await?;
         vm.hold_slot(slot);
         // The VM is killed when dropped, also when the settings do not take.
         crate::vm::settings::apply_settings(&vm, &settings)
             .await
             .with_context(|| format!("guest {}", vm.name))?;
         Ok(vm)
+    }
+}
+
+impl Lab {
+    /// Checks a spec's devices and its placement on this host, then starts each device's host
+    /// side in the guest's new scratch dir: everything QEMU needs before it starts. A device
+    /// that fails stops the ones started before it (they drop).
+    async fn attach_devices(&self, spec: &VmSpec) -> Result<crate::vm::Attachments> {
+        for (index, device) in spec.devices.iter().enumerate() {
+            device.validate(index, spec.topology.nr_cpus())?;
+        }
+        let housekeeping = crate::vm::housekeeping_cpus(spec)?;
+        std::fs::create_dir_all(&spec.log_dir)
+            .with_context(|| format!("creating {}", spec.log_dir.display()))?;
+        let dir = crate::vm::scratch_dir()?;
+        let mut devices = Vec::new();
+        for (index, device) in spec.devices.iter().enumerate() {
+            let running = crate::devices::attach(
+                device,
+                index,
+                dir.path(),
+                &spec.log_dir,
+                housekeeping.as_deref(),
+                &self.devices,
+            )
+            .await
+            .with_context(|| format!("guest {}", spec.name))?;
+            devices.push(running);
+        }
+        Ok(crate::vm::Attachments {
+            dir,
+            devices,
+            housekeeping,
+        })
     }
 }
 

@@ -447,7 +447,10 @@ fn test_suite(args: &[String]) -> Result<i32> {
 
 async fn lab_ready() -> Result<Lab> {
     let _task = lab::progress::Task::start("preparing QEMU, kernel and accelerator", None);
-    Lab::from_env_async().await
+    let lab = Lab::from_env_async().await?;
+    // Devices a killed lab left on vfio-pci go back to the host first.
+    lab.restore_passthrough();
+    Ok(lab)
 }
 
 async fn run(cli: Cli, started: Instant) -> Result<i32> {
@@ -522,7 +525,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
         } => {
             // A bad passthrough name fails before QEMU or a kernel is prepared.
             let mut devices = devices;
-            lab::devices::passthrough::resolve(&mut devices, host.as_deref())?;
+            lab::devices::resolve(&mut devices, host.as_deref())?;
             // A quick shape is checked before QEMU or a kernel is prepared, like a file.
             let shape = match (cpus, &memory) {
                 (Some(cpus), Some(memory)) => {
@@ -649,7 +652,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             }
             // A bad passthrough name fails here, before QEMU or a kernel is prepared.
             let mut devices = devices;
-            lab::devices::passthrough::resolve(&mut devices, host.as_deref())?;
+            lab::devices::resolve(&mut devices, host.as_deref())?;
             let request = lab::scenarios::Request {
                 scenario,
                 variants,

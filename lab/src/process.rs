@@ -414,7 +414,7 @@ mod tests {
     }
 
     /// Run by `a_test_process_dies_with_its_killed_runner` under a stand-in runner: watches its
-    /// parent as `Lab::from_env` does, starts a tool with a child and waits.
+    /// parent as the test helper does, starts a tool with a child and waits.
     #[test]
     #[ignore = "helper for a_test_process_dies_with_its_killed_runner"]
     fn helper_watches_its_runner() {

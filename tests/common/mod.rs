@@ -12,9 +12,12 @@ use lab::Lab;
 /// may fall back to TCG there.
 pub async fn lab() -> Lab {
     lab::progress::install_for_stderr();
+    // A test killed with its runner takes its guests with it.
+    lab::process::watch_parent();
     let lab = Lab::from_env_async()
         .await
         .unwrap_or_else(|e| panic!("the lab could not start on this host: {e:#}"));
+    lab.restore_passthrough();
     if lab::skip::kvm_required() {
         lab::skip::require_kvm(
             &lab,

@@ -19,14 +19,14 @@ pub async fn boot(runs: usize, topology: &str) -> Result<BootBench> {
         bail!("--runs must be at least 1");
     }
     let lab = Lab::from_env_async().await?;
-    let spec = lab
-        .spec(BootOptions::named("bench-boot").topology(topology))
-        .await?;
+    let opts = BootOptions::named("bench-boot").topology(topology);
+    // The hand-written side boots what the lab's boot call resolves the same options to.
+    let spec = lab.spec(opts.clone()).await?;
     let mut lab_times = Vec::new();
     let mut raw_times = Vec::new();
     for run in 0..runs {
         let start = Instant::now();
-        let vm = crate::vm::Vm::boot(&lab.qemu, spec.clone()).await?;
+        let vm = lab.boot(opts.clone()).await?;
         vm.exec(&GuestCommand::new(["true"])).await?;
         lab_times.push(start.elapsed());
         drop(vm);

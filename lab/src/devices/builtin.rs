@@ -1,10 +1,12 @@
-//! QEMU's own devices: the `nvme` controller (with sparse raw backing files in the VM's scratch
-//! dir) and a `virtio-net-pci` NIC on a hub port. They need no host process.
+//! QEMU's own NVMe controller, with sparse raw backing files in the VM's scratch dir. It needs no
+//! host process.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+
+use super::{Attached, Attachment, Device, GuestDriver};
 
 /// QEMU's emulated NVMe controller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,16 +90,41 @@ impl Nvme {
     }
 }
 
-/// A virtio-net NIC on a hub of its own: the guest gets the device, its driver and its vectors,
-/// and no packet leaves the VM.
-pub fn nic_args(id: &str, addr: &str, index: usize) -> Vec<String> {
-    vec![
-        "-netdev".into(),
-        format!("hubport,id={id}-net,hubid={index}"),
-        "-device".into(),
-        format!("virtio-net-pci,netdev={id}-net,id={id},addr={addr}"),
-    ]
+#[async_trait::async_trait]
+impl Device for Nvme {
+    fn label(&self) -> String {
+        "nvme".to_string()
+    }
+
+    fn describe(&self) -> serde_json::Value {
+        serde_json::json!({ "nvme": self })
+    }
+
+    fn validate(&self) -> Result<()> {
+        Nvme::validate(self)
+    }
+
+    async fn attach(&self, at: &Attachment<'_>) -> Result<Attached> {
+        let files = self.create_backing_files(at.index, at.scratch)?;
+        Ok(Attached {
+            qemu_args: self.qemu_args(&at.id, &at.slot, &files),
+            files,
+            ..Attached::default()
+        })
+    }
+
+    fn guest_driver(&self) -> GuestDriver {
+        GuestDriver::new("nvme", None, NVME_READY)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
+
+/// nvme allocates its I/O vectors after probe returns, before it scans namespaces: a namespace
+/// block device means the vectors are there.
+pub(crate) const NVME_READY: &str = "ls -d $dev/nvme/nvme*/nvme*n* > /dev/null 2>&1";
 
 /// Free bytes on the file system holding `dir`.
 fn free_bytes(dir: &Path) -> Result<u64> {

@@ -45,12 +45,13 @@ pub async fn bind_and_pin(
     for device in devices {
         let what = format!("device {} ({})", device.index, device.spec.label());
         let addr = device.pci_address();
+        let side = device.spec.guest_driver();
         let listing = guest
             .sh(&bind_script(
                 &addr,
-                device.spec.module(),
-                device.spec.pci_driver(),
-                device.spec.ready_test(),
+                side.module.as_deref(),
+                &side.driver,
+                &side.ready_test,
             ))
             .await
             .with_context(|| format!("binding {what}"))?;

@@ -1,8 +1,11 @@
 //! The lab's emulated DMA engines: a `lab-dma` process per device (built from `lab/dma`),
 //! served over vfio-user to QEMU's `vfio-user-pci` client on a socket in the VM's scratch dir.
+//! The binary is found, never built here ([`locate`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use super::{Attached, Attachment, Device, GuestDriver, HostPart};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -51,20 +54,24 @@ impl Engine {
         }
     }
 
-    /// Spawns the device model on a socket in `socket_dir` and waits until it listens; with
-    /// `cpus`, the model runs on those host CPUs only (a pinned topology's housekeeping set).
+    /// Spawns the device model `binary` on a socket in `socket_dir` and waits until it listens;
+    /// with `cpus`, the model runs on those host CPUs only (a pinned topology's housekeeping
+    /// set). Its log and its stderr go to files in `log_dir`, never to the lab's terminal.
     /// Returns the process (killed with its group on drop), the socket and the model's log.
     pub async fn start(
         &self,
+        binary: &Path,
         index: usize,
         socket_dir: &Path,
         log_dir: &Path,
         cpus: Option<&[u32]>,
     ) -> Result<(AsyncGroupChild, PathBuf, PathBuf)> {
-        let binary = dma_binary()?;
         let socket = socket_dir.join(format!("dev{index}.sock"));
         let log = log_dir.join(format!("dev{index}-{}.log", self.driver()));
-        let mut cmd = Command::new(&binary);
+        let stderr_path = log_dir.join(format!("dev{index}-{}.stderr.log", self.driver()));
+        let stderr = std::fs::File::create(&stderr_path)
+            .with_context(|| format!("creating {}", stderr_path.display()))?;
+        let mut cmd = Command::new(binary);
         cmd.arg("--socket")
             .arg(&socket)
             .args(self.args())
@@ -72,11 +79,12 @@ impl Engine {
             .arg(&log)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
         if let Some(cpus) = cpus {
             crate::process::restrict_to_cpus(&mut cmd, cpus);
         }
-        let mut child = spawn_async_in_group(cmd)?;
+        let mut child =
+            spawn_async_in_group(cmd).with_context(|| format!("starting {}", binary.display()))?;
         let stdout = child.child.stdout.take().context("no lab-dma stdout")?;
         let mut lines = BufReader::new(stdout).lines();
         let wait = async {
@@ -85,7 +93,11 @@ impl Engine {
                     return anyhow::Ok(());
                 }
             }
-            bail!("lab-dma exited before listening (see {})", log.display())
+            bail!(
+                "lab-dma exited before listening (see {} and {})",
+                log.display(),
+                stderr_path.display()
+            )
         };
         tokio::time::timeout(Duration::from_secs(10), wait)
             .await
@@ -93,6 +105,89 @@ impl Engine {
         // Keep draining stdout so the device never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Ok((child, socket, log))
+    }
+}
+
+#[async_trait::async_trait]
+impl Device for Engine {
+    fn label(&self) -> String {
+        self.driver().to_string()
+    }
+
+    fn role(&self) -> String {
+        "dma-engine".to_string()
+    }
+
+    fn describe(&self) -> serde_json::Value {
+        serde_json::json!({ "lab-dma": self })
+    }
+
+    fn validate(&self) -> Result<()> {
+        Engine::validate(self)
+    }
+
+    async fn attach(&self, at: &Attachment<'_>) -> Result<Attached> {
+        let binary = at
+            .host
+            .lab_dma
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (child, socket, log) = self
+            .start(binary, at.index, at.scratch, at.log_dir, at.cpus)
+            .await?;
+        Ok(Attached {
+            qemu_args: qemu_args(&at.id, &at.slot, &socket),
+            log: Some(log.clone()),
+            files: Vec::new(),
+            host_part: Some(Box::new(DeviceModel {
+                _process: child,
+                log,
+            })),
+        })
+    }
+
+    fn guest_driver(&self) -> GuestDriver {
+        GuestDriver::new(self.driver(), Some(self.driver()), DMA_READY)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// A DMA engine's channels exist once the driver has registered them with dmaengine.
+pub(crate) const DMA_READY: &str = "ls -d $dev/dma/dma*chan* > /dev/null 2>&1";
+
+/// What `lab-dma` logs when it cannot map a region of guest RAM the client offered
+/// (lab/dma/src/server.rs).
+pub const MAP_FAILED: &str = "DMA_MAP failed";
+
+/// A running `lab-dma` process (killed with its group when dropped) and its log.
+struct DeviceModel {
+    _process: AsyncGroupChild,
+    log: PathBuf,
+}
+
+impl HostPart for DeviceModel {
+    /// The guest RAM the model could not map (its log's [`MAP_FAILED`] lines): the device would
+    /// fault on that memory, so a boot with any fails.
+    fn problems(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(MAP_FAILED))
+            .map(|l| {
+                format!(
+                    "could not map guest RAM (log {}): {}",
+                    self.log.display(),
+                    l.trim()
+                )
+            })
+            .collect()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
@@ -111,61 +206,35 @@ pub fn qemu_args(id: &str, addr: &str, socket: &Path) -> Vec<String> {
 }
 
 /// The `lab-dma` binary: `LAB_DMA_BIN`, else the one cargo builds beside the running
-/// executable (test binaries live in `deps/`, one level further down). In a checkout it is built
-/// now if missing or stale; run from a `cargo nextest archive` ([`crate::from_archive`]) it is the
-/// archived one, and nothing is built.
-pub fn dma_binary() -> Result<PathBuf> {
+/// executable (test binaries live in `deps/`, one level further down; `cargo nextest run
+/// --workspace` and `lab prepare` build it, and so does the CLI run from a checkout). The
+/// library never builds it: a missing binary is an error that says how to get one.
+pub fn locate() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("LAB_DMA_BIN") {
-        return Ok(PathBuf::from(path));
-    }
-    let exe = std::env::current_exe()?;
-    let mut profile_dir = exe
-        .parent()
-        .context("executable has no directory")?
-        .to_path_buf();
-    if profile_dir.file_name().is_some_and(|n| n == "deps") {
-        profile_dir.pop();
-    }
-    if crate::from_archive() {
-        let path = profile_dir.join("lab-dma");
+        let path = PathBuf::from(path);
         if !path.is_file() {
-            bail!(
-                "running from a nextest archive, but it has no lab-dma at {} (`.ci/archive` puts \
-                 it there); set LAB_DMA_BIN to a built lab-dma binary",
-                path.display()
-            );
+            bail!("LAB_DMA_BIN={} is not a file", path.display());
         }
         return Ok(path);
     }
-    build_dma_binary(&profile_dir)
-}
-
-fn build_dma_binary(profile_dir: &Path) -> Result<PathBuf> {
-    let cache = crate::cache::Cache::from_env()?;
-    let _lock = cache.lock("build-lab-dma")?;
-    // Always ask cargo: it is a no-op when the binary is fresh and rebuilds it when the device
-    // model's sources changed, so a stale device never runs silently.
-    let release = profile_dir.file_name().is_some_and(|n| n == "release");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-q", "-p", "lab-dma", "--bin", "lab-dma"])
-        .current_dir(crate::repo_path(""));
-    if release {
-        cmd.arg("--release");
-    }
-    if let Some(target_dir) = profile_dir.parent() {
-        cmd.env("CARGO_TARGET_DIR", target_dir);
-    }
-    let status = crate::process::status(&mut cmd).context("running cargo to build lab-dma")?;
-    if !status.success() {
-        bail!("building lab-dma failed; set LAB_DMA_BIN to a built lab-dma binary");
-    }
-    let path = profile_dir.join("lab-dma");
+    let exe = std::env::current_exe()?;
+    let path = beside(&exe).context("executable has no directory")?;
     if !path.is_file() {
         bail!(
-            "cargo built lab-dma but {} does not exist; set LAB_DMA_BIN",
+            "no lab-dma device model at {}: build it with `cargo build -p lab-dma` (the same \
+             profile as the lab), or `lab prepare`, or set LAB_DMA_BIN",
             path.display()
         );
     }
     Ok(path)
+}
+
+/// Where cargo puts `lab-dma` for the executable `exe`: its directory, or the one above for a
+/// test binary in `deps/`.
+pub fn beside(exe: &Path) -> Option<PathBuf> {
+    let mut profile_dir = exe.parent()?.to_path_buf();
+    if profile_dir.file_name().is_some_and(|n| n == "deps") {
+        profile_dir.pop();
+    }
+    Some(profile_dir.join("lab-dma"))
 }

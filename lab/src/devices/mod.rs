@@ -1,13 +1,18 @@
-//! Devices given to a guest, all through one shape: a [`DeviceSpec`] says what the device is
-//! ([`DeviceKind`]) and which CPUs each of its interrupt vectors should be pinned to in the
-//! guest. Starting a spec gives a [`RunningDevice`]: whatever host side it needs (a `lab-dma`
-//! process for the lab's own engines, a sparse backing file for an NVMe namespace, nothing for a
-//! NIC) and the QEMU arguments that attach it at a fixed PCI slot. After boot,
-//! [`bind_and_pin`] waits for each device's guest driver, lists its MSI-X vectors and pins
-//! them; vectors the kernel manages are reported as such.
+//! Devices given to a guest, all through one trait: a [`Device`] says what the device is
+//! (label, role, what the manifest records), how QEMU attaches it and what its host side is (a
+//! process, files, a claim on a host device, a traffic source), and how the guest finds it ready
+//! (driver, module, ready test). A [`DeviceSpec`] is a device plus the CPUs each of its
+//! interrupt vectors should be pinned to in the guest. [`attach`] starts a spec's host side and
+//! gives a [`RunningDevice`]: the QEMU arguments and whatever must live as long as the guest.
+//! After boot, [`bind_and_pin`] waits for each device's guest driver, lists its MSI-X vectors
+//! and pins them; vectors the kernel manages are reported as such.
 //!
-//! - [`lab_dma`]: the emulated Intel I/OAT and AMD PTDMA engines (vfio-user).
-//! - [`builtin`]: QEMU's own devices (`nvme`, `virtio-net-pci`).
+//! The lab's own devices implement the trait like any other; a test file can define its own:
+//! - [`lab_dma`]: the emulated Intel I/OAT and AMD PTDMA engines (a `lab-dma` process served
+//!   over vfio-user).
+//! - [`builtin`]: QEMU's own NVMe controller.
+//! - [`nic`]: QEMU's `virtio-net-pci` on a datagram socket the lab holds, so a scenario can send
+//!   traffic into the guest at a set rate ([`nic::Traffic`]).
 //! - [`passthrough`]: host devices by PCI address (`vfio-pci`), from the host file
 //!   ([`crate::hosts`]), read and written through [`sysfs`].
 //! - [`guest`]: the guest side (binding, vectors, pinning).
@@ -15,103 +20,245 @@
 pub mod builtin;
 pub mod guest;
 pub mod lab_dma;
+pub mod nic;
 pub mod passthrough;
 pub mod sysfs;
 
+use std::any::Any;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::process::AsyncGroupChild;
+use crate::cache::Cache;
 pub use builtin::Nvme;
 pub use guest::{bind_and_pin, BoundDevice, Vector};
 pub use lab_dma::Engine;
+pub use nic::Nic;
 pub use passthrough::Passthrough;
 
-use crate::hosts::StandIn;
+/// A device a guest can be given. Implemented by the lab's devices and by any test that needs
+/// one of its own; the lab calls it in this order: [`Device::resolve`] and [`Device::validate`]
+/// before anything starts, [`Device::attach`] before QEMU starts, then the guest side
+/// ([`Device::guest_driver`]) once the guest is up.
+#[async_trait::async_trait]
+pub trait Device: std::fmt::Debug + Send + Sync + 'static {
+    /// A short name for logs and results: `ioatdma`, `nvme`, `nic`.
+    fn label(&self) -> String;
 
-/// What a device is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DeviceKind {
-    /// One of the lab's emulated DMA engines, a `lab-dma` process served over vfio-user.
-    LabDma(Engine),
-    /// QEMU's emulated NVMe controller.
-    Nvme(Nvme),
-    /// QEMU's virtio-net-pci on a hub port with no host side: a NIC for its driver and vectors.
-    Nic,
-    /// A host device from the host file, passed through with `vfio-pci`; in the guest it is
-    /// what it stands in for (`ioatdma`, `ptdma`, `nvme`).
-    Passthrough(Passthrough),
+    /// What the device is to a scenario, whatever provides it (`dma-engine`, `nvme`, `nic`): a
+    /// device may replace a planned one of the same role (a passed-through engine for the
+    /// emulated one).
+    fn role(&self) -> String {
+        self.label()
+    }
+
+    /// What the run's manifest records of it: kind and settings, enough to tell two runs apart.
+    fn describe(&self) -> serde_json::Value;
+
+    /// Checks its settings before anything starts.
+    fn validate(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// A device that must be looked up on the host before boot (a passthrough name in the host
+    /// file) returns its resolved self; others `None`.
+    fn resolve(&self, _hosts: &mut HostLookup) -> Result<Option<Arc<dyn Device>>> {
+        Ok(None)
+    }
+
+    /// Whether the device is a host resource one guest holds at a time (a passed-through
+    /// function): a run boots one guest at a time then.
+    fn exclusive(&self) -> bool {
+        false
+    }
+
+    /// Starts the host side and says how QEMU attaches the device at `at.slot`.
+    async fn attach(&self, at: &Attachment<'_>) -> Result<Attached>;
+
+    /// How the guest binds and readies it.
+    fn guest_driver(&self) -> GuestDriver;
+
+    /// The device as `Any`, for a test or scenario that needs its own type back.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// The guest side of a device: the driver that binds the PCI function, the module to load first
+/// (None: built into the lab's kernels) and a shell test on `$dev` (the device's sysfs
+/// directory) that holds once the driver has finished setting it up, vectors included.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestDriver {
+    pub driver: String,
+    pub module: Option<String>,
+    pub ready_test: String,
+}
+
+impl GuestDriver {
+    pub fn new(driver: &str, module: Option<&str>, ready_test: &str) -> GuestDriver {
+        GuestDriver {
+            driver: driver.to_string(),
+            module: module.map(str::to_string),
+            ready_test: ready_test.to_string(),
+        }
+    }
+}
+
+/// What the lab gives a device being attached.
+#[derive(Debug)]
+pub struct Attachment<'a> {
+    /// Position in the VM's device list.
+    pub index: usize,
+    /// The QEMU id to use (`dev<index>`).
+    pub id: String,
+    /// The PCI slot QEMU must put it at (`0x10` + index), so the guest finds it by index.
+    pub slot: String,
+    /// The VM's private directory (sockets, backing files), removed with the VM.
+    pub scratch: &'a Path,
+    /// Where device logs are kept.
+    pub log_dir: &'a Path,
+    /// The host CPUs a device process may run on (a pinned topology's housekeeping set).
+    pub cpus: Option<&'a [u32]>,
+    /// The host's parts the lab hands to devices.
+    pub host: &'a DeviceHost,
+}
+
+/// What a device's host side needs from the lab on this host: passed in, never looked up from
+/// the environment by a device.
+#[derive(Debug, Clone)]
+pub struct DeviceHost {
+    /// The lab's cache (passthrough journals and group locks live there).
+    pub cache: Cache,
+    /// The host's sysfs (a test's fake tree elsewhere).
+    pub sysfs: sysfs::Sysfs,
+    /// The `lab-dma` device-model binary, where one was found ([`lab_dma::locate`]); the error
+    /// says how to get one.
+    pub lab_dma: std::result::Result<PathBuf, String>,
+}
+
+impl DeviceHost {
+    /// This host: `/sys`, and `lab-dma` beside the running executable (or `LAB_DMA_BIN`).
+    pub fn this_host(cache: Cache) -> DeviceHost {
+        DeviceHost {
+            cache,
+            sysfs: sysfs::Sysfs::host(),
+            lab_dma: lab_dma::locate().map_err(|e| format!("{e:#}")),
+        }
+    }
+}
+
+/// A started device's host side: QEMU's arguments and what lives as long as the guest.
+#[derive(Default)]
+pub struct Attached {
+    pub qemu_args: Vec<String>,
+    /// The device model's log, if it has a process.
+    pub log: Option<PathBuf>,
+    /// Backing files in the VM's scratch dir.
+    pub files: Vec<PathBuf>,
+    /// The host side kept alive with the guest (a process, a claim, a socket), dropped after
+    /// QEMU; a scenario reaches it with [`RunningDevice::host_part`].
+    pub host_part: Option<Box<dyn HostPart>>,
+}
+
+/// A device's host side that lives as long as the guest. Dropping it stops it.
+pub trait HostPart: Send + Sync + 'static {
+    /// What went wrong on the host side so far (a device model that could not map guest RAM):
+    /// checked once the guest is up; any line fails the boot.
+    fn problems(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn as_any(&self) -> &dyn Any;
 }
 
 /// A device for a VM, with optional guest IRQ pinning: `irq_cpus[i]` is the CPU list MSI-X
 /// vector `i` of the device is pinned to in the guest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct DeviceSpec {
-    pub kind: DeviceKind,
-    #[serde(default)]
+    pub device: Arc<dyn Device>,
     pub irq_cpus: Vec<Option<Vec<u32>>>,
 }
 
+/// Two specs are the same device when they describe alike and pin alike.
+impl PartialEq for DeviceSpec {
+    fn eq(&self, other: &DeviceSpec) -> bool {
+        self.device.describe() == other.device.describe() && self.irq_cpus == other.irq_cpus
+    }
+}
+
+/// The manifest's form: `{"kind": <describe>, "irq_cpus": [...]}`.
+impl Serialize for DeviceSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Form<'a> {
+            kind: serde_json::Value,
+            irq_cpus: &'a [Option<Vec<u32>>],
+        }
+        Form {
+            kind: self.device.describe(),
+            irq_cpus: &self.irq_cpus,
+        }
+        .serialize(s)
+    }
+}
+
 impl DeviceSpec {
-    pub fn new(kind: DeviceKind) -> DeviceSpec {
+    pub fn new(device: impl Device) -> DeviceSpec {
         DeviceSpec {
-            kind,
+            device: Arc::new(device),
             irq_cpus: vec![],
         }
     }
 
     /// An emulated Intel I/OAT engine with 1 to 4 channels.
     pub fn ioat(channels: u8) -> DeviceSpec {
-        DeviceSpec::new(DeviceKind::LabDma(Engine::Ioat { channels }))
+        DeviceSpec::new(Engine::Ioat { channels })
     }
 
     /// An emulated AMD PTDMA engine (one queue).
     pub fn ptdma() -> DeviceSpec {
-        DeviceSpec::new(DeviceKind::LabDma(Engine::Ptdma))
+        DeviceSpec::new(Engine::Ptdma)
     }
 
     /// QEMU's NVMe controller with `io_queues` I/O queue pairs and one namespace of `bytes`.
     pub fn nvme(io_queues: u16, bytes: u64) -> DeviceSpec {
-        DeviceSpec::new(DeviceKind::Nvme(Nvme {
+        DeviceSpec::new(Nvme {
             io_queues,
             namespaces: vec![bytes],
-        }))
+        })
     }
 
+    /// QEMU's virtio-net NIC on a socket the lab holds ([`nic`]).
     pub fn nic() -> DeviceSpec {
-        DeviceSpec::new(DeviceKind::Nic)
+        DeviceSpec::new(Nic)
     }
 
-    /// The host file's device `name` (resolved before boot by [`passthrough::resolve`]).
+    /// The host file's device `name` (resolved before boot by [`resolve`]).
     pub fn passthrough(name: &str) -> DeviceSpec {
-        DeviceSpec::new(DeviceKind::Passthrough(Passthrough {
+        DeviceSpec::new(Passthrough {
             name: name.to_string(),
             host: None,
-        }))
+        })
     }
 
-    /// What a passed-through device stands in for, once resolved.
-    fn stand_in(&self) -> Option<StandIn> {
-        match &self.kind {
-            DeviceKind::Passthrough(p) => p.host.as_ref().map(|h| h.stands_in),
-            _ => None,
-        }
+    /// The device as its own type, if it is one.
+    pub fn as_device<T: Device>(&self) -> Option<&T> {
+        self.device.as_any().downcast_ref()
     }
 
-    /// What the device is to a scenario, whatever provides it: `dma-engine`, `nvme`, `nic`
-    /// (`passthrough` while unresolved). A device may replace a planned one of the same role.
-    pub fn role(&self) -> &'static str {
-        match (&self.kind, self.stand_in()) {
-            (DeviceKind::LabDma(_), _)
-            | (_, Some(StandIn::Ioatdma))
-            | (_, Some(StandIn::Ptdma)) => "dma-engine",
-            (DeviceKind::Nvme(_), _) | (_, Some(StandIn::Nvme)) => "nvme",
-            (DeviceKind::Nic, _) => "nic",
-            (DeviceKind::Passthrough(_), None) => "passthrough",
-        }
+    /// See [`Device::role`].
+    pub fn role(&self) -> String {
+        self.device.role()
+    }
+
+    /// See [`Device::label`].
+    pub fn label(&self) -> String {
+        self.device.label()
+    }
+
+    /// See [`Device::guest_driver`].
+    pub fn guest_driver(&self) -> GuestDriver {
+        self.device.guest_driver()
     }
 
     /// `replacement` in this device's place (same role), keeping this device's IRQ masks unless
@@ -142,56 +289,8 @@ impl DeviceSpec {
         self
     }
 
-    /// The guest driver that binds the PCI function.
-    pub fn pci_driver(&self) -> &'static str {
-        match &self.kind {
-            DeviceKind::LabDma(engine) => engine.driver(),
-            DeviceKind::Nvme(_) => "nvme",
-            // virtio-net binds to the virtio device the PCI transport creates.
-            DeviceKind::Nic => "virtio-pci",
-            DeviceKind::Passthrough(_) => self.stand_in().map_or("vfio-pci", StandIn::driver),
-        }
-    }
-
-    /// The module to load before waiting for the driver (None: built into the lab's kernels).
-    pub fn module(&self) -> Option<&'static str> {
-        match &self.kind {
-            DeviceKind::LabDma(engine) => Some(engine.driver()),
-            DeviceKind::Nvme(_) | DeviceKind::Nic => None,
-            DeviceKind::Passthrough(_) => match self.stand_in() {
-                Some(StandIn::Ioatdma) => Some("ioatdma"),
-                Some(StandIn::Ptdma) => Some("ptdma"),
-                Some(StandIn::Nvme) | None => None,
-            },
-        }
-    }
-
-    /// A shell test (on `$dev`, the device's sysfs directory) that holds once the driver has
-    /// finished setting the device up, vectors included: nvme allocates its I/O vectors after
-    /// probe returns, before it scans namespaces.
-    pub fn ready_test(&self) -> &'static str {
-        match &self.kind {
-            DeviceKind::LabDma(_) => DMA_READY,
-            DeviceKind::Nvme(_) => NVME_READY,
-            DeviceKind::Nic => "ls -d $dev/virtio*/net/* > /dev/null 2>&1",
-            DeviceKind::Passthrough(_) => match self.stand_in() {
-                Some(StandIn::Nvme) => NVME_READY,
-                _ => DMA_READY,
-            },
-        }
-    }
-
-    /// A short name for logs and results: `ioatdma`, `ptdma`, `nvme`, `nic`, `passthrough`.
-    pub fn label(&self) -> &'static str {
-        match &self.kind {
-            DeviceKind::LabDma(engine) => engine.driver(),
-            DeviceKind::Nvme(_) => "nvme",
-            DeviceKind::Nic => "nic",
-            DeviceKind::Passthrough(_) => "passthrough",
-        }
-    }
-
-    /// Checks the spec against the guest before anything starts: every pinned CPU exists.
+    /// Checks the spec against the guest before anything starts: every pinned CPU exists, and
+    /// the device's own settings.
     pub fn validate(&self, index: usize, nr_cpus: u32) -> Result<()> {
         for (vector, cpus) in self.irq_cpus.iter().enumerate() {
             for cpu in cpus.iter().flatten() {
@@ -204,71 +303,85 @@ impl DeviceSpec {
                 }
             }
         }
-        match &self.kind {
-            DeviceKind::LabDma(engine) => engine.validate(),
-            DeviceKind::Nvme(nvme) => nvme.validate(),
-            DeviceKind::Nic => Ok(()),
-            DeviceKind::Passthrough(p) if p.host.is_none() => Err(anyhow::anyhow!(
-                "passthrough:{} was not looked up in a host file (devices::passthrough::resolve)",
-                p.name
-            )),
-            DeviceKind::Passthrough(_) => Ok(()),
+        self.device
+            .validate()
+            .with_context(|| format!("device {index} ({})", self.label()))
+    }
+}
+
+/// Looks devices up on the host before boot: the host file passthrough names come from, read
+/// once when the first device asks.
+#[derive(Debug)]
+pub struct HostLookup {
+    /// `--host` (None: `LAB_HOST`, else `hosts/<hostname>.toml`).
+    name: Option<String>,
+    file: Option<crate::hosts::HostFile>,
+}
+
+impl HostLookup {
+    pub fn new(host: Option<&str>) -> HostLookup {
+        HostLookup {
+            name: host.map(str::to_string),
+            file: None,
         }
-        .with_context(|| format!("device {index} ({})", self.label()))
     }
 
-    /// Starts the device's host side; `scratch` is the VM's private directory (sockets, backing
-    /// files; removed with the VM), `log_dir` where device logs are kept, `cpus` the host CPUs
-    /// a device-model process may run on (a pinned topology's housekeeping set).
-    pub async fn start(
-        &self,
-        index: usize,
-        scratch: &Path,
-        log_dir: &Path,
-        cpus: Option<&[u32]>,
-    ) -> Result<RunningDevice> {
-        let addr = format!("{:#x}", FIRST_SLOT + index);
-        let id = format!("dev{index}");
-        let mut running = RunningDevice {
-            spec: self.clone(),
-            index,
-            qemu_args: Vec::new(),
-            log: None,
-            files: Vec::new(),
-            process: None,
-            claim: None,
-        };
-        match &self.kind {
-            DeviceKind::LabDma(engine) => {
-                let (child, socket, log) = engine.start(index, scratch, log_dir, cpus).await?;
-                running.qemu_args = lab_dma::qemu_args(&id, &addr, &socket);
-                running.process = Some(child);
-                running.log = Some(log);
-            }
-            DeviceKind::Nvme(nvme) => {
-                let files = nvme.create_backing_files(index, scratch)?;
-                running.qemu_args = nvme.qemu_args(&id, &addr, &files);
-                running.files = files;
-            }
-            DeviceKind::Nic => running.qemu_args = builtin::nic_args(&id, &addr, index),
-            DeviceKind::Passthrough(p) => {
-                let host = p.host.as_ref().with_context(|| {
-                    format!("passthrough:{} was not looked up in a host file", p.name)
-                })?;
-                let cache = crate::cache::Cache::from_env()?;
-                let sysfs = sysfs::Sysfs::host();
-                let journals = passthrough::journal_dir(&cache);
-                let host = host.clone();
-                let claim = tokio::task::spawn_blocking(move || {
-                    passthrough::Claim::take(&sysfs, &journals, &host)
-                })
-                .await??;
-                running.qemu_args = passthrough::qemu_args(&id, &addr, &claim.device.bdf);
-                running.claim = Some(claim);
-            }
+    /// The host file, read on first use.
+    pub fn host_file(&mut self) -> Result<&crate::hosts::HostFile> {
+        if self.file.is_none() {
+            self.file = Some(crate::hosts::HostFile::select(self.name.as_deref())?);
         }
-        Ok(running)
+        Ok(self.file.as_ref().expect("just read"))
     }
+}
+
+/// Resolves every device that needs the host ([`Device::resolve`]; the host file read once),
+/// in place. Bad names fail here, before anything boots, naming the file and the device.
+pub fn resolve(devices: &mut [DeviceSpec], host: Option<&str>) -> Result<()> {
+    let mut lookup = HostLookup::new(host);
+    for (index, spec) in devices.iter_mut().enumerate() {
+        let resolved = spec
+            .device
+            .resolve(&mut lookup)
+            .with_context(|| format!("device {index} ({})", spec.label()))?;
+        if let Some(device) = resolved {
+            spec.device = device;
+        }
+    }
+    Ok(())
+}
+
+/// Starts the host side of device `index` of a VM.
+pub async fn attach(
+    spec: &DeviceSpec,
+    index: usize,
+    scratch: &Path,
+    log_dir: &Path,
+    cpus: Option<&[u32]>,
+    host: &DeviceHost,
+) -> Result<RunningDevice> {
+    let at = Attachment {
+        index,
+        id: format!("dev{index}"),
+        slot: format!("{:#x}", FIRST_SLOT + index),
+        scratch,
+        log_dir,
+        cpus,
+        host,
+    };
+    let attached = spec
+        .device
+        .attach(&at)
+        .await
+        .with_context(|| format!("starting device {index} ({})", spec.label()))?;
+    Ok(RunningDevice {
+        spec: spec.clone(),
+        index,
+        qemu_args: attached.qemu_args,
+        log: attached.log,
+        files: attached.files,
+        host_part: attached.host_part,
+    })
 }
 
 impl std::str::FromStr for DeviceSpec {
@@ -326,10 +439,10 @@ impl std::str::FromStr for DeviceSpec {
                 let bytes = crate::topology::parse_size(&size)
                     .map_err(|e| anyhow::anyhow!("device {text:?}: size: {e}"))?;
                 let count = number("namespaces", take("namespaces"), Some(1))?;
-                DeviceSpec::new(DeviceKind::Nvme(Nvme {
+                DeviceSpec::new(Nvme {
                     io_queues: u16::try_from(queues).unwrap_or(u16::MAX),
                     namespaces: vec![bytes; count as usize],
-                }))
+                })
             }
             other => {
                 anyhow::bail!(
@@ -350,8 +463,7 @@ impl std::str::FromStr for DeviceSpec {
     }
 }
 
-/// A device attached to one VM; its host side (process, files) goes with the VM.
-#[derive(Debug)]
+/// A device attached to one VM; its host side (process, files, socket) goes with the VM.
 pub struct RunningDevice {
     pub spec: DeviceSpec,
     pub index: usize,
@@ -361,10 +473,17 @@ pub struct RunningDevice {
     pub log: Option<PathBuf>,
     /// Backing files in the VM's scratch dir.
     pub files: Vec<PathBuf>,
-    process: Option<AsyncGroupChild>,
-    /// A passed-through device's hold on its IOMMU group: dropped after QEMU (the `Vm` drops
-    /// QEMU first), which gives the host its drivers back.
-    claim: Option<passthrough::Claim>,
+    host_part: Option<Box<dyn HostPart>>,
+}
+
+impl std::fmt::Debug for RunningDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningDevice")
+            .field("index", &self.index)
+            .field("device", &self.spec.device)
+            .field("log", &self.log)
+            .finish()
+    }
 }
 
 impl RunningDevice {
@@ -373,27 +492,24 @@ impl RunningDevice {
         pci_address(self.index)
     }
 
-    /// The guest RAM this device model could not map so far (its log's [`MAP_FAILED`] lines):
-    /// the device would fault on that memory, so a boot with any fails.
-    pub fn map_failures(&self) -> Vec<String> {
-        let Some(log) = &self.log else {
-            return Vec::new();
-        };
-        std::fs::read_to_string(log)
+    /// The device's host side as its own type (a NIC's [`nic::Traffic`]), if it has one.
+    pub fn host_part<T: 'static>(&self) -> Option<&T> {
+        self.host_part.as_ref()?.as_any().downcast_ref()
+    }
+
+    /// What went wrong on the host side so far ([`HostPart::problems`]).
+    pub fn problems(&self) -> Vec<String> {
+        self.host_part
+            .as_ref()
+            .map(|p| p.problems())
             .unwrap_or_default()
-            .lines()
-            .filter(|l| l.contains(MAP_FAILED))
-            .map(|l| l.trim().to_string())
-            .collect()
+    }
+
+    /// Stops the host side now (it also stops when the device is dropped).
+    pub(crate) fn stop(&mut self) {
+        self.host_part.take();
     }
 }
-
-/// What `lab-dma` logs when it cannot map a region of guest RAM the client offered
-/// (lab/dma/src/server.rs).
-pub const MAP_FAILED: &str = "DMA_MAP failed";
-
-const DMA_READY: &str = "ls -d $dev/dma/dma*chan* > /dev/null 2>&1";
-const NVME_READY: &str = "ls -d $dev/nvme/nvme*/nvme*n* > /dev/null 2>&1";
 
 /// Devices sit at fixed slots from here on, so the guest can find device N without guessing.
 const FIRST_SLOT: usize = 0x10;
@@ -410,8 +526,8 @@ mod tests {
     fn devices_parse_from_the_command_line_syntax() {
         let nvme: DeviceSpec = "nvme:queues=3,size=1G,namespaces=2,irq0=5".parse().unwrap();
         assert_eq!(
-            nvme.kind,
-            DeviceKind::Nvme(Nvme {
+            nvme.as_device::<Nvme>(),
+            Some(&Nvme {
                 io_queues: 3,
                 namespaces: vec![1 << 30, 1 << 30],
             })
@@ -435,25 +551,119 @@ mod tests {
         let planned = DeviceSpec::ioat(1).irq_on_cpus(0, &[2]);
         let mut pt = DeviceSpec::passthrough("x");
         assert!(planned.replaced_by(&pt, 0).is_err(), "unresolved");
-        let host = |stands_in| crate::hosts::HostDevice {
-            name: "x".into(),
-            bdf: "0000:00:04.0".parse().unwrap(),
-            id: "8086:2021".parse().unwrap(),
-            stands_in,
-            declared_at: "h.toml:1".into(),
+        let host = |stands_in| {
+            DeviceSpec::new(Passthrough {
+                name: "x".into(),
+                host: Some(crate::hosts::HostDevice {
+                    name: "x".into(),
+                    bdf: "0000:00:04.0".parse().unwrap(),
+                    id: "8086:2021".parse().unwrap(),
+                    stands_in,
+                    declared_at: "h.toml:1".into(),
+                }),
+            })
         };
-        if let DeviceKind::Passthrough(p) = &mut pt.kind {
-            p.host = Some(host(StandIn::Ptdma));
-        }
+        pt = host(crate::hosts::StandIn::Ptdma);
         let spec = planned.replaced_by(&pt, 0).unwrap();
         assert_eq!(spec.irq_cpus, [Some(vec![2])], "the plan's mask is kept");
-        assert_eq!(spec.pci_driver(), "ptdma");
-        if let DeviceKind::Passthrough(p) = &mut pt.kind {
-            p.host = Some(host(StandIn::Nvme));
-        }
+        assert_eq!(spec.guest_driver().driver, "ptdma");
+        pt = host(crate::hosts::StandIn::Nvme);
         let err = planned.replaced_by(&pt, 0).unwrap_err().to_string();
         assert!(err.contains("plans a dma-engine"), "{err}");
         assert!(DeviceSpec::nvme(2, 1 << 20).replaced_by(&pt, 0).is_ok());
+    }
+
+    #[test]
+    fn the_manifest_form_is_what_records_have_always_held() {
+        let json = |spec: &DeviceSpec| serde_json::to_value(spec).unwrap();
+        assert_eq!(
+            json(&DeviceSpec::ioat(1).irq_on_cpus(0, &[2])),
+            serde_json::json!({"kind": {"lab-dma": {"ioat": {"channels": 1}}}, "irq_cpus": [[2]]})
+        );
+        assert_eq!(
+            json(&DeviceSpec::ptdma()),
+            serde_json::json!({"kind": {"lab-dma": "ptdma"}, "irq_cpus": []})
+        );
+        assert_eq!(
+            json(&DeviceSpec::nvme(2, 1 << 20))["kind"],
+            serde_json::json!({"nvme": {"io_queues": 2, "namespaces": [1048576]}})
+        );
+        assert_eq!(json(&DeviceSpec::nic())["kind"], serde_json::json!("nic"));
+        assert_eq!(
+            json(&DeviceSpec::passthrough("ioat0"))["kind"],
+            serde_json::json!({"passthrough": {"name": "ioat0"}})
+        );
+        assert_eq!(DeviceSpec::ioat(2), DeviceSpec::ioat(2));
+        assert_ne!(DeviceSpec::ioat(2), DeviceSpec::ioat(1));
+        assert_ne!(
+            DeviceSpec::ioat(2),
+            DeviceSpec::ioat(2).irq_on_cpus(0, &[1])
+        );
+    }
+
+    /// A device of a type the lab does not know goes through every generic path.
+    #[derive(Debug)]
+    struct Rng;
+
+    #[async_trait::async_trait]
+    impl Device for Rng {
+        fn label(&self) -> String {
+            "rng".into()
+        }
+        fn describe(&self) -> serde_json::Value {
+            serde_json::json!({"virtio-rng": {}})
+        }
+        async fn attach(&self, at: &Attachment<'_>) -> Result<Attached> {
+            Ok(Attached {
+                qemu_args: vec![
+                    "-device".into(),
+                    format!("virtio-rng-pci,id={},addr={}", at.id, at.slot),
+                ],
+                ..Attached::default()
+            })
+        }
+        fn guest_driver(&self) -> GuestDriver {
+            GuestDriver::new("virtio-pci", None, "true")
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+    }
+
+    #[tokio::test]
+    async fn a_device_of_its_own_attaches_at_its_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = DeviceHost {
+            cache: Cache::at(dir.path().join("cache")).unwrap(),
+            sysfs: sysfs::Sysfs::at(dir.path().join("sys"), dir.path().join("mounts")),
+            lab_dma: Err("none here".into()),
+        };
+        let spec = DeviceSpec::new(Rng).irq_on_cpus(1, &[0]);
+        assert_eq!(spec.role(), "rng");
+        spec.validate(3, 2).unwrap();
+        assert!(DeviceSpec::new(Rng)
+            .irq_on_cpus(0, &[2])
+            .validate(3, 2)
+            .is_err());
+        let running = attach(&spec, 3, dir.path(), dir.path(), None, &host)
+            .await
+            .unwrap();
+        assert_eq!(running.pci_address(), "0000:00:13.0");
+        assert_eq!(running.qemu_args[1], "virtio-rng-pci,id=dev3,addr=0x13");
+        assert!(running.problems().is_empty());
+        assert!(running.spec.as_device::<Rng>().is_some());
+        assert!(running.spec.as_device::<Nic>().is_none());
+        // An emulated engine without a lab-dma binary says how to get one.
+        let err = format!(
+            "{:#}",
+            attach(&DeviceSpec::ioat(1), 0, dir.path(), dir.path(), None, &host)
+                .await
+                .unwrap_err()
+        );
+        assert!(
+            err.contains("starting device 0 (ioatdma): none here"),
+            "{err}"
+        );
     }
 
     #[test]

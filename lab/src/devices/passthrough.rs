@@ -23,15 +23,16 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::sysfs::{Sysfs, FREE_DRIVERS};
-use crate::hosts::{Bdf, HostDevice, HostFile};
+use super::{Attached, Attachment, Device, GuestDriver, HostLookup, HostPart};
+use crate::hosts::{Bdf, HostDevice, StandIn};
 
 /// A device on the command line, `passthrough:NAME`, and what the host file says it is once
-/// resolved ([`resolve`]).
+/// resolved ([`super::resolve`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Passthrough {
     /// The device's name in the host file.
     pub name: String,
-    /// The host file's entry, filled in by [`resolve`] before boot.
+    /// The host file's entry, filled in by [`super::resolve`] before boot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<HostDevice>,
 }
@@ -440,14 +441,15 @@ pub fn restore_all(sysfs: &Sysfs, dir: &Path) -> Result<Vec<Replayed>> {
     Ok(done)
 }
 
-/// At lab start: replays a killed lab's journals on this host, warning on what fails (the
+/// At a lab's start (an explicit call of the CLI and the test helper, never a side effect of
+/// building a `Lab`): replays a killed lab's journals on `sysfs`, warning on what fails (the
 /// start goes on; `lab host restore` retries and reports).
-pub fn restore_at_start(cache: &crate::cache::Cache) {
+pub fn restore_at_start(cache: &crate::cache::Cache, sysfs: &Sysfs) {
     let dir = journal_dir(cache);
     if !dir.is_dir() {
         return;
     }
-    match restore_all(&Sysfs::host(), &dir) {
+    match restore_all(sysfs, &dir) {
         Ok(done) => {
             for r in done
                 .iter()
@@ -458,34 +460,6 @@ pub fn restore_at_start(cache: &crate::cache::Cache) {
         }
         Err(e) => crate::progress::warn(format!("{e:#} (run `lab host restore` as root)")),
     }
-}
-
-/// Fills in every `passthrough:NAME` device from the host file (`host`: `--host`, else
-/// `LAB_HOST`, else `hosts/<hostname>.toml`), read once; devices already resolved stay. Bad
-/// names fail here, before anything boots, naming the file.
-pub fn resolve(devices: &mut [super::DeviceSpec], host: Option<&str>) -> Result<()> {
-    let mut file: Option<HostFile> = None;
-    for (index, spec) in devices.iter_mut().enumerate() {
-        let super::DeviceKind::Passthrough(p) = &mut spec.kind else {
-            continue;
-        };
-        if p.host.is_some() {
-            continue;
-        }
-        if file.is_none() {
-            file = Some(
-                HostFile::select(host)
-                    .with_context(|| format!("device {index} (passthrough:{})", p.name))?,
-            );
-        }
-        let file = file.as_ref().expect("just read");
-        p.host = Some(
-            file.device(&p.name)
-                .with_context(|| format!("device {index} (passthrough:{})", p.name))?
-                .clone(),
-        );
-    }
-    Ok(())
 }
 
 /// One line on a host file's device as this host has it (`lab host show`): whether the address
@@ -531,6 +505,96 @@ pub fn describe(sysfs: &Sysfs, d: &HostDevice) -> String {
         Err(e) => format!("use unknown: {e:#}"),
     };
     format!("{head}: {id}, driver {driver}, {group}, {users}")
+}
+
+impl Passthrough {
+    /// What the host function stands in for in the guest, once resolved.
+    pub fn stands_in(&self) -> Option<StandIn> {
+        self.host.as_ref().map(|h| h.stands_in)
+    }
+}
+
+#[async_trait::async_trait]
+impl Device for Passthrough {
+    fn label(&self) -> String {
+        "passthrough".to_string()
+    }
+
+    /// What it stands in for (`dma-engine`, `nvme`); `passthrough` while unresolved.
+    fn role(&self) -> String {
+        match self.stands_in() {
+            Some(StandIn::Ioatdma | StandIn::Ptdma) => "dma-engine",
+            Some(StandIn::Nvme) => "nvme",
+            None => "passthrough",
+        }
+        .to_string()
+    }
+
+    fn describe(&self) -> serde_json::Value {
+        serde_json::json!({ "passthrough": self })
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.host.is_none() {
+            bail!(
+                "passthrough:{} was not looked up in a host file (devices::resolve)",
+                self.name
+            );
+        }
+        Ok(())
+    }
+
+    fn resolve(&self, hosts: &mut HostLookup) -> Result<Option<std::sync::Arc<dyn Device>>> {
+        if self.host.is_some() {
+            return Ok(None);
+        }
+        let host = hosts
+            .host_file()
+            .and_then(|file| file.device(&self.name).cloned())
+            .with_context(|| format!("passthrough:{}", self.name))?;
+        Ok(Some(std::sync::Arc::new(Passthrough {
+            name: self.name.clone(),
+            host: Some(host),
+        })))
+    }
+
+    fn exclusive(&self) -> bool {
+        true
+    }
+
+    async fn attach(&self, at: &Attachment<'_>) -> Result<Attached> {
+        let host = self.host.clone().with_context(|| {
+            format!("passthrough:{} was not looked up in a host file", self.name)
+        })?;
+        let sysfs = at.host.sysfs.clone();
+        let journals = journal_dir(&at.host.cache);
+        let claim =
+            tokio::task::spawn_blocking(move || Claim::take(&sysfs, &journals, &host)).await??;
+        Ok(Attached {
+            qemu_args: qemu_args(&at.id, &at.slot, &claim.device.bdf),
+            host_part: Some(Box::new(claim)),
+            ..Attached::default()
+        })
+    }
+
+    fn guest_driver(&self) -> GuestDriver {
+        match self.stands_in() {
+            Some(StandIn::Nvme) => GuestDriver::new("nvme", None, super::builtin::NVME_READY),
+            Some(s) => GuestDriver::new(s.driver(), Some(s.driver()), super::lab_dma::DMA_READY),
+            None => GuestDriver::new("vfio-pci", None, super::lab_dma::DMA_READY),
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// A claim lives as long as the guest: dropped after QEMU, it gives the host its drivers back.
+impl HostPart for Claim {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 /// QEMU's side: `vfio-pci` with the host address at guest slot `addr`.

@@ -473,7 +473,7 @@ mod tests {
 
     #[test]
     fn a_passthrough_device_stands_in_for_the_emulated_engine() {
-        use crate::devices::DeviceKind;
+        use crate::devices::Passthrough;
         use crate::experiment::Experiment;
         let dir = tempfile::tempdir().unwrap();
         let host = dir.path().join("xeon.toml");
@@ -497,15 +497,15 @@ mod tests {
             assert_eq!(plan.cmdline, plan0.cmdline);
             assert_eq!(plan.devices.len(), 1);
             let device = &plan.devices[0];
-            let DeviceKind::Passthrough(p) = &device.kind else {
-                panic!("{device:?}")
-            };
+            let p = device
+                .as_device::<Passthrough>()
+                .unwrap_or_else(|| panic!("{device:?}"));
             assert_eq!(p.host.as_ref().unwrap().bdf.as_str(), "0000:00:04.0");
             assert_eq!(
                 device.irq_cpus, plan0.devices[0].irq_cpus,
                 "the IRQ stays on CPU 2"
             );
-            assert_eq!(device.pci_driver(), "ioatdma");
+            assert_eq!(device.guest_driver().driver, "ioatdma");
         }
         let err = |e: Experiment<DmaWakeup>| format!("{:#}", e.host(host).plan().unwrap_err());
         let e =

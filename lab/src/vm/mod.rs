@@ -160,40 +160,58 @@ pub fn qemu_args(spec: &VmSpec, dir: &Path) -> Vec<String> {
     args
 }
 
+/// What a guest's QEMU is started with besides its spec: its private directory (sockets,
+/// device files) and its devices' host sides, started by the caller ([`crate::Lab::boot`]);
+/// the VM holds them until QEMU is gone.
+pub struct Attachments {
+    pub dir: tempfile::TempDir,
+    /// In spec order.
+    pub devices: Vec<RunningDevice>,
+    /// The host CPUs QEMU's threads start on (a pinned topology's housekeeping set).
+    pub housekeeping: Option<Vec<u32>>,
+}
+
+/// Checks the spec's pins and node bindings against this host before anything starts, and
+/// gives the housekeeping CPUs (online, pinned to no vCPU) that QEMU's other threads and device
+/// processes run on, when the topology pins.
+pub fn housekeeping_cpus(spec: &VmSpec) -> Result<Option<Vec<u32>>> {
+    let host = spec.topology.check_on_host().map_err(anyhow::Error::msg)?;
+    let housekeeping = host
+        .as_ref()
+        .and_then(|h| spec.topology.housekeeping_cpus(h.online()));
+    if !spec.topology.pinning().is_empty() && housekeeping.is_none() {
+        tracing::warn!(
+            vm = %spec.name,
+            "{}: the [[pin]] map takes every online host CPU, so QEMU's other threads and the device models run unpinned",
+            spec.topology.file().display()
+        );
+    }
+    Ok(housekeeping)
+}
+
+/// A new private directory for a guest's sockets and device files.
+pub fn scratch_dir() -> Result<tempfile::TempDir> {
+    Ok(tempfile::Builder::new().prefix("lab-vm-").tempdir()?)
+}
+
 impl Vm {
-    /// Starts QEMU (and the spec's device models) and waits until the guest agent is ready.
-    pub async fn boot(qemu: &Qemu, spec: VmSpec) -> Result<Vm> {
+    /// Starts QEMU with the devices attached and waits until the guest agent is ready. The VM
+    /// starts no device: their host sides come in `attached`, and go when the VM goes (after
+    /// QEMU).
+    pub async fn boot(qemu: &Qemu, spec: VmSpec, attached: Attachments) -> Result<Vm> {
         std::fs::create_dir_all(&spec.log_dir)
             .with_context(|| format!("creating {}", spec.log_dir.display()))?;
-        let dir = tempfile::Builder::new().prefix("lab-vm-").tempdir()?;
+        let Attachments {
+            dir,
+            devices,
+            housekeeping,
+        } = attached;
         let qmp_listener = UnixListener::bind(dir.path().join("qmp.sock"))?;
         let agent_listener = UnixListener::bind(dir.path().join("agent.sock"))?;
-
-        let mut devices = Vec::new();
-        let mut device_args = Vec::new();
-        for (index, device) in spec.devices.iter().enumerate() {
-            device.validate(index, spec.topology.nr_cpus())?;
-        }
-        // Pins and node bindings against this host, before anything starts.
-        let host = spec.topology.check_on_host().map_err(anyhow::Error::msg)?;
-        let housekeeping = host
-            .as_ref()
-            .and_then(|h| spec.topology.housekeeping_cpus(h.online()));
-        if !spec.topology.pinning().is_empty() && housekeeping.is_none() {
-            tracing::warn!(
-                vm = %spec.name,
-                "{}: the [[pin]] map takes every online host CPU, so QEMU's other threads and the device models run unpinned",
-                spec.topology.file().display()
-            );
-        }
-        for (index, device) in spec.devices.iter().enumerate() {
-            let running = device
-                .start(index, dir.path(), &spec.log_dir, housekeeping.as_deref())
-                .await
-                .with_context(|| format!("starting device {index} of {}", spec.name))?;
-            device_args.extend(running.qemu_args.iter().cloned());
-            devices.push(running);
-        }
+        let device_args: Vec<String> = devices
+            .iter()
+            .flat_map(|d| d.qemu_args.iter().cloned())
+            .collect();
 
         let mut cmd = qemu.command();
         cmd.args(qemu_args(&spec, dir.path()))
@@ -273,16 +291,11 @@ impl Vm {
         // QEMU has offered the device models all of guest RAM by now: one that could not map
         // a part of it would fault there, and an experiment would measure a broken device.
         for device in &devices {
-            if let Some(first) = device.map_failures().first() {
+            if let Some(first) = device.problems().first() {
                 anyhow::bail!(
-                    "guest {name}: device {} ({:?}) could not map guest RAM (log {}): {first}",
+                    "guest {name}: device {} ({}): {first}",
                     device.index,
-                    device.spec.kind,
-                    device
-                        .log
-                        .as_deref()
-                        .unwrap_or(std::path::Path::new("-"))
-                        .display()
+                    device.spec.label()
                 );
             }
         }
@@ -437,8 +450,11 @@ impl Shell for Vm {
 
 impl Drop for Vm {
     fn drop(&mut self) {
-        // QEMU first (AsyncGroupChild kills its group), then the device models.
+        // QEMU first (AsyncGroupChild kills its group), then the devices' host sides.
         self.qemu.take();
+        for device in &mut self.devices {
+            device.stop();
+        }
         self.devices.clear();
     }
 }

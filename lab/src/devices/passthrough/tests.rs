@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::devices::sysfs::fake::FakeSys;
-use crate::devices::{DeviceKind, DeviceSpec};
+use crate::devices::{resolve, DeviceSpec, Passthrough};
 use crate::hosts::{PciId, StandIn};
 
 const IOAT: &str = "0000:00:04.0";
@@ -320,12 +320,11 @@ fn passthrough_devices_resolve_against_the_host_file() {
     ];
     assert!(devices[1].validate(1, 8).is_err(), "unresolved");
     resolve(&mut devices, Some(path.to_str().unwrap())).unwrap();
-    let DeviceKind::Passthrough(p) = &devices[1].kind else {
-        panic!()
-    };
+    let p = devices[1].as_device::<Passthrough>().unwrap();
     assert_eq!(p.host.as_ref().unwrap().bdf.as_str(), IOAT);
-    assert_eq!(devices[1].pci_driver(), "ioatdma");
-    assert_eq!(devices[1].module(), Some("ioatdma"));
+    let side = devices[1].guest_driver();
+    assert_eq!(side.driver, "ioatdma");
+    assert_eq!(side.module.as_deref(), Some("ioatdma"));
     assert_eq!(devices[1].irq_cpus, [Some(vec![2])]);
     devices[1].validate(1, 8).unwrap();
     let mut unknown = vec!["passthrough:ioat7".parse::<DeviceSpec>().unwrap()];
