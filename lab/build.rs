@@ -1,7 +1,7 @@
-//! Builds the guest agent as a static x86_64 binary and leaves it at `$OUT_DIR/lab-agent`, where
-//! `lab::guest::AGENT_BINARY` embeds it, with its sha256 beside it (`lab::guest::AGENT_SHA256`). The guest initramfs has no libc, hence `+crt-static`.
-//! The same nested build makes the guest workloads of the agent crate (`lab-numa01`), left and
-//! hashed the same way (`lab::guest::NUMA01_BINARY`, `NUMA01_SHA256`).
+//! Builds the lab's guest programs (the agent crate's binaries: the agent and `lab-numa01`) as
+//! static x86_64 binaries and leaves each at `$OUT_DIR/<name>` with its sha256 beside it
+//! (`<name>.sha256`), where `lab::agent::LAB_PROGRAMS` embeds them. The guest initramfs has no
+//! libc, hence `+crt-static`.
 //!
 //! A nested cargo with its own target dir (`<target>/agent`) avoids waiting on the outer build's
 //! lock; the explicit `--target` keeps the static flag off the nested build scripts and
@@ -13,7 +13,8 @@ use std::process::Command;
 
 const GUEST_TARGET: &str = "x86_64-unknown-linux-gnu";
 
-/// The static guest binaries of the agent crate: the agent itself and the lab's own workloads.
+/// The static guest binaries of the agent crate: the agent itself and the lab's own workloads,
+/// each with its line in `lab::agent::LAB_PROGRAMS`.
 const GUEST_BINARIES: &[&str] = &["lab-agent", "lab-numa01"];
 
 fn main() {

@@ -1,23 +1,96 @@
-//! The programs the lab puts into every guest image, built for the guest by `lab/build.rs` and
-//! embedded here: the agent (`/init`) and `lab-numa01`. Below every other module (images embed
-//! them, the guest side talks to the agent), so it imports none.
+//! The lab's own guest programs, built static for the guest by `lab/build.rs` and embedded here:
+//! the agent (`/init` of every image) and the workloads an image carries when its recipe lists
+//! them (`lab_programs`, today `lab-numa01`). Below every other module (images embed them, the
+//! guest side talks to the agent), so it imports none.
 
-/// The static guest agent (x86_64, no PT_INTERP), built by `lab/build.rs`; the image puts it
-/// at `/init`.
-pub const AGENT_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lab-agent"));
+/// One embedded guest program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabProgram {
+    /// Its binary's name in the agent crate, as `lab/build.rs`'s `GUEST_BINARIES` and image
+    /// recipes' `lab_programs` spell it.
+    pub name: &'static str,
+    /// Where an image puts it.
+    pub guest_path: &'static str,
+    /// The static x86_64 binary.
+    pub bytes: &'static [u8],
+    /// Its sha256 (hex), computed by `lab/build.rs` when it was built (not on every run of the
+    /// lab), for the cache key of the images that carry it.
+    pub sha256: &'static str,
+}
 
-/// The sha256 of [`AGENT_BINARY`] (hex), computed by `lab/build.rs` when the agent was built.
-pub const AGENT_SHA256: &str = include_str!(concat!(env!("OUT_DIR"), "/lab-agent.sha256"));
+/// The [`LabProgram`] `lab/build.rs` left in `OUT_DIR` under `$name` (and `$name.sha256`).
+macro_rules! embedded {
+    ($name:literal, $guest_path:expr) => {
+        LabProgram {
+            name: $name,
+            guest_path: $guest_path,
+            bytes: include_bytes!(concat!(env!("OUT_DIR"), "/", $name)),
+            sha256: include_str!(concat!(env!("OUT_DIR"), "/", $name, ".sha256")),
+        }
+    };
+}
+
+/// The guest agent (no PT_INTERP); every image has it at `/init`.
+pub const AGENT: LabProgram = embedded!("lab-agent", "/init");
+
+/// Where an image that lists `lab-numa01` (seed S4's numa01_THREAD_ALLOC-shaped workload) puts
+/// it.
+pub const NUMA01_GUEST_PATH: &str = "/usr/bin/lab-numa01";
+
+/// Every program the lab builds for its guests. A new one is a line here and its name in
+/// `lab/build.rs`'s `GUEST_BINARIES`.
+pub const LAB_PROGRAMS: &[LabProgram] = &[AGENT, embedded!("lab-numa01", NUMA01_GUEST_PATH)];
+
+/// The programs an image recipe may list in `lab_programs`: all but the agent, which every
+/// image has anyway.
+pub fn listable_programs() -> impl Iterator<Item = &'static LabProgram> {
+    LAB_PROGRAMS.iter().filter(|p| p.name != AGENT.name)
+}
+
+/// The listable program called `name`.
+pub fn listable_program(name: &str) -> Option<&'static LabProgram> {
+    listable_programs().find(|p| p.name == name)
+}
+
+/// The agent's bytes ([`AGENT`]).
+pub const AGENT_BINARY: &[u8] = AGENT.bytes;
+
+/// The sha256 of [`AGENT_BINARY`] (hex).
+pub const AGENT_SHA256: &str = AGENT.sha256;
 
 /// Path of the agent binary on the build host (the file [`AGENT_BINARY`] was read from).
 pub const AGENT_BINARY_PATH: &str = concat!(env!("OUT_DIR"), "/lab-agent");
 
-/// The static `lab-numa01` workload (seed S4's numa01_THREAD_ALLOC shape), built with the agent
-/// by `lab/build.rs`; every image has it at [`NUMA01_GUEST_PATH`].
-pub const NUMA01_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lab-numa01"));
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The sha256 of [`NUMA01_BINARY`] (hex), part of the image cache key.
-pub const NUMA01_SHA256: &str = include_str!(concat!(env!("OUT_DIR"), "/lab-numa01.sha256"));
-
-/// Where the image puts [`NUMA01_BINARY`].
-pub const NUMA01_GUEST_PATH: &str = "/usr/bin/lab-numa01";
+    #[test]
+    fn every_program_is_embedded_with_its_digest_and_named_once() {
+        let mut names: Vec<&str> = LAB_PROGRAMS.iter().map(|p| p.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), LAB_PROGRAMS.len(), "a name twice in {names:?}");
+        for p in LAB_PROGRAMS {
+            // An ELF binary and the sha256 of those very bytes, as build.rs left them.
+            assert!(p.bytes.starts_with(b"\x7fELF"), "{}", p.name);
+            use sha2::Digest as _;
+            assert_eq!(
+                hex::encode(sha2::Sha256::digest(p.bytes)),
+                p.sha256,
+                "{}",
+                p.name
+            );
+            assert!(p.guest_path.starts_with('/'), "{}", p.name);
+        }
+        assert_eq!(
+            listable_program("lab-numa01").unwrap().guest_path,
+            NUMA01_GUEST_PATH
+        );
+        assert_eq!(
+            listable_program("lab-agent"),
+            None,
+            "the agent is never listed"
+        );
+    }
+}

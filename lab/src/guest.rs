@@ -22,9 +22,7 @@ use tokio::task::AbortHandle;
 
 pub use lab_agent::protocol::{Hello, ResourceUse, PORT_NAME, PROTOCOL_VERSION};
 
-pub use crate::agent::{
-    AGENT_BINARY, AGENT_BINARY_PATH, AGENT_SHA256, NUMA01_BINARY, NUMA01_GUEST_PATH, NUMA01_SHA256,
-};
+pub use crate::agent::{AGENT_BINARY, AGENT_BINARY_PATH, AGENT_SHA256, NUMA01_GUEST_PATH};
 
 /// Default command timeout of [`GuestCommand::new`].
 pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(120);

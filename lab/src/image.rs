@@ -1,7 +1,8 @@
 //! Guest images: an initramfs assembled from pinned Debian packages (busybox-static unpacked
 //! whole; single programs such as hackbench or fio with only their shared-library closure, see
-//! [`programs`]), the lab's guest agent as `/init`, and the kernel's modules; content-addressed
-//! in the cache.
+//! [`programs`]), the lab's guest agent as `/init`, the lab's own workloads the recipe lists
+//! (`lab_programs`, from [`crate::agent::LAB_PROGRAMS`]), and the kernel's modules;
+//! content-addressed in the cache.
 
 mod programs;
 
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::agent::LabProgram;
 use crate::cache::{hash_parts, Cache};
 use crate::debian::{self, Archive};
 use crate::kernel::BootKernel;
@@ -37,6 +39,10 @@ pub struct ImageRecipe {
     /// are listed in the image manifest as missing.
     #[serde(default)]
     pub modules: Vec<String>,
+    /// The lab's own guest programs the image carries (`lab_programs = ["lab-numa01"]`), by
+    /// their names in [`crate::agent::LAB_PROGRAMS`]; the agent is always there, as `/init`.
+    #[serde(default)]
+    pub lab_programs: Vec<String>,
 }
 
 impl ImageRecipe {
@@ -51,8 +57,10 @@ impl ImageRecipe {
         Ok(recipe)
     }
 
-    /// Program names are file names: the walk looks them up under fixed dirs.
+    /// Program names are file names: the walk looks them up under fixed dirs. Lab programs are
+    /// ones the lab builds.
     fn validate(&self) -> Result<()> {
+        self.listed_lab_programs()?;
         for (package, names) in &self.programs {
             if names.is_empty() {
                 bail!("programs: {package} lists no program");
@@ -64,6 +72,25 @@ impl ImageRecipe {
             }
         }
         Ok(())
+    }
+
+    /// The lab programs the recipe lists, by name (so their order in the recipe is no part of
+    /// the image's key).
+    fn listed_lab_programs(&self) -> Result<Vec<&'static LabProgram>> {
+        let mut listed = BTreeMap::new();
+        for name in &self.lab_programs {
+            let Some(program) = crate::agent::listable_program(name) else {
+                let known: Vec<&str> = crate::agent::listable_programs().map(|p| p.name).collect();
+                bail!(
+                    "lab_programs: {name:?} is not a lab program an image can list; the known \
+                     ones are {} (the agent, {:?}, is in every image as /init unlisted)",
+                    known.join(", "),
+                    crate::agent::AGENT.name
+                );
+            };
+            listed.insert(program.name, program);
+        }
+        Ok(listed.into_values().collect())
     }
 
     /// The bundle of the packages unpacked whole.
@@ -133,6 +160,9 @@ impl Bundle<'_> {
 /// one small memo per bundle and the image's manifest, and asks neither apt nor the network.
 pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> Result<GuestImage> {
     let lock = debian::LockFile::default_path();
+    let lab_programs = recipe
+        .listed_lab_programs()
+        .with_context(|| format!("guest image recipe {:?}", recipe.name))?;
     let whole = recipe.packages_bundle();
     let programs = recipe.programs_bundle();
     if let Some(packages) = whole.recorded(cache, &lock)? {
@@ -141,7 +171,13 @@ pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> 
             None => Some(None),
         };
         if let Some(program_packages) = program_packages {
-            let key = image_key(&packages, program_packages.as_ref(), recipe, kernel);
+            let key = image_key(
+                &packages,
+                program_packages.as_ref(),
+                &lab_programs,
+                recipe,
+                kernel,
+            );
             if let Some(entry) = cache.lookup("images", &key) {
                 packages.warn_substitutions();
                 if let Some(p) = &program_packages {
@@ -158,23 +194,28 @@ pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> 
         None => None,
     };
     let package_list = package_list(&bundle);
-    let key = image_key(&bundle, program_packages.as_ref(), recipe, kernel);
+    let key = image_key(
+        &bundle,
+        program_packages.as_ref(),
+        &lab_programs,
+        recipe,
+        kernel,
+    );
     let entry = cache.get_or_build("images", &key, |dir| {
         let root = dir.join("root");
         debian::unpack_bundle(&archive, &bundle, &root)?;
         prune_docs(&root);
         add_merged_usr_links(&root)?;
-        // Before busybox's applets, so a real program wins over an applet of the same name.
+        // Before busybox's applets, so a real program wins over an applet of the same name
+        // (and no lab program is written through an applet's link).
         let program_files = match &program_packages {
             Some(b) => add_programs(&archive, recipe, b, &root, &dir.join("programs"))?,
             None => Vec::new(),
         };
+        for program in std::iter::once(&crate::agent::AGENT).chain(lab_programs.iter().copied()) {
+            write_lab_program(&root, program)?;
+        }
         add_busybox_applets(&root)?;
-        write_executable(&root.join("init"), crate::agent::AGENT_BINARY)?;
-        write_executable(
-            &root.join(crate::agent::NUMA01_GUEST_PATH.trim_start_matches('/')),
-            crate::agent::NUMA01_BINARY,
-        )?;
         let (modules, missing) = match &kernel.modules {
             Some(dir) => copy_modules(dir, &root, &kernel.release, &recipe.modules)?,
             None => (vec![], recipe.modules.clone()),
@@ -207,12 +248,14 @@ pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> 
     open_image(&entry, kernel)
 }
 
-/// The cache key of an image: its packages, modules, kernel, agent and workloads, and (for a
-/// recipe with programs) the programs and the packages they come from. What a program's closure
-/// walk finds follows from those packages, so the key covers every byte of the image.
+/// The cache key of an image: its packages, modules, kernel and agent, (for a recipe with
+/// programs) the programs and the packages they come from, and (for a recipe with lab programs)
+/// those. What a program's closure walk finds follows from those packages, so the key covers
+/// every byte of the image.
 fn image_key(
     bundle: &debian::ResolvedBundle,
     program_packages: Option<&debian::ResolvedBundle>,
+    lab_programs: &[&LabProgram],
     recipe: &ImageRecipe,
     kernel: &BootKernel,
 ) -> String {
@@ -222,10 +265,17 @@ fn image_key(
         ("packages", packages.as_bytes()),
         ("modules", modules.as_bytes()),
         ("kernel", kernel.identity.as_bytes()),
-        ("agent-sha256", crate::agent::AGENT_SHA256.as_bytes()),
-        ("numa01-sha256", crate::agent::NUMA01_SHA256.as_bytes()),
+        ("agent-sha256", crate::agent::AGENT.sha256.as_bytes()),
         ("format", b"newc-v1"),
     ];
+    // Only recipes with lab programs add this, so the others do not change with them.
+    let listed: String = lab_programs
+        .iter()
+        .map(|p| format!("{} {} {}\n", p.name, p.guest_path, p.sha256))
+        .collect();
+    if !listed.is_empty() {
+        parts.push(("lab-programs", listed.as_bytes()));
+    }
     // Only recipes with programs add these, so images without programs keep their keys.
     let programs: String = recipe
         .programs
@@ -300,10 +350,14 @@ fn open_image(entry: &Path, kernel: &BootKernel) -> Result<GuestImage> {
     Ok(image)
 }
 
-/// One of the lab's own static programs (the agent, workloads), mode 0755.
-fn write_executable(path: &Path, bytes: &[u8]) -> Result<()> {
-    fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755))?;
+/// One of the lab's own static programs (the agent, workloads) at its guest path, mode 0755.
+fn write_lab_program(root: &Path, program: &LabProgram) -> Result<()> {
+    let path = root.join(program.guest_path.trim_start_matches('/'));
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    fs::write(&path, program.bytes).with_context(|| format!("writing {}", path.display()))?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755))?;
     Ok(())
 }
 
@@ -640,23 +694,92 @@ mod tests {
             packages: vec!["busybox-static".into()],
             programs: BTreeMap::new(),
             modules: vec![],
+            lab_programs: vec![],
         };
-        let plain = image_key(&whole, None, &recipe, &kernel);
+        let plain = image_key(&whole, None, &[], &recipe, &kernel);
         recipe
             .programs
             .insert("rt-tests".into(), vec!["hackbench".into()]);
         let rt = bundle("rt-tests", "2.6-1.1");
-        let with = image_key(&whole, Some(&rt), &recipe, &kernel);
+        let with = image_key(&whole, Some(&rt), &[], &recipe, &kernel);
         assert_ne!(plain, with);
         assert_ne!(
             with,
-            image_key(&whole, Some(&bundle("rt-tests", "2.7-1")), &recipe, &kernel),
+            image_key(
+                &whole,
+                Some(&bundle("rt-tests", "2.7-1")),
+                &[],
+                &recipe,
+                &kernel
+            ),
             "another version of a program's package is another image"
         );
         recipe.programs.insert(
             "rt-tests".into(),
             vec!["hackbench".into(), "cyclictest".into()],
         );
-        assert_ne!(with, image_key(&whole, Some(&rt), &recipe, &kernel));
+        assert_ne!(with, image_key(&whole, Some(&rt), &[], &recipe, &kernel));
+        // A lab program is part of the key of the images that carry it only.
+        let numa01 = crate::agent::listable_program("lab-numa01").unwrap();
+        let with_numa01 = image_key(&whole, Some(&rt), &[numa01], &recipe, &kernel);
+        assert_ne!(
+            with_numa01,
+            image_key(&whole, Some(&rt), &[], &recipe, &kernel)
+        );
+        assert_ne!(
+            image_key(&whole, None, &[numa01], &recipe, &kernel),
+            image_key(&whole, None, &[], &recipe, &kernel)
+        );
+    }
+
+    #[test]
+    fn recipe_lab_programs_parse_and_unknown_ones_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("numa.toml");
+        let load = |text: &str| {
+            fs::write(&path, text).unwrap();
+            ImageRecipe::load(&path)
+        };
+        let recipe = load(
+            "name = \"numa\"\npackages = [\"busybox-static\"]\n\
+             lab_programs = [\"lab-numa01\", \"lab-numa01\"]\n",
+        )
+        .unwrap();
+        assert_eq!(recipe.lab_programs, ["lab-numa01", "lab-numa01"]);
+        let listed = recipe.listed_lab_programs().unwrap();
+        assert_eq!(listed.len(), 1, "listed twice, carried once");
+        assert_eq!(listed[0].guest_path, "/usr/bin/lab-numa01");
+        let plain = load("name = \"x\"\npackages = []\n").unwrap();
+        assert!(plain.listed_lab_programs().unwrap().is_empty());
+        // The file, the field, the name and the names the lab knows.
+        for unknown in ["numa01", "lab-agent"] {
+            let err = format!(
+                "{:#}",
+                load(&format!(
+                    "name = \"x\"\npackages = []\nlab_programs = [\"{unknown}\"]\n"
+                ))
+                .unwrap_err()
+            );
+            assert!(
+                err.contains("numa.toml")
+                    && err.contains(&format!("lab_programs: \"{unknown}\" is not a lab program"))
+                    && err.contains("the known ones are lab-numa01"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_shipped_recipe_loads() {
+        let dir = crate::repo_path("images/guest");
+        let mut loaded = 0;
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                ImageRecipe::load(&path).unwrap();
+                loaded += 1;
+            }
+        }
+        assert!(loaded > 0, "no recipe in {}", dir.display());
     }
 }

@@ -348,7 +348,8 @@ fn parse_fields(text: &str) -> BTreeMap<String, String> {
     out
 }
 
-/// Where one task ran and how it was woken, from a trace.
+/// Where one task ran and how it was woken, from a trace. Per-wakeup records, for figures of
+/// a scenario's own, are [`task_wakeups`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskPlacement {
     pub task_prefix: String,
@@ -368,17 +369,6 @@ pub struct TaskPlacement {
     pub waker_cpus: BTreeMap<u32, u64>,
     /// CPUs wakeups targeted.
     pub wakeup_targets: BTreeMap<u32, u64>,
-    /// Wakeups issued from a CPU in another LLC than the task's CPU at that moment (from
-    /// `sched_waking` on the waker's CPU to the `sched_wakeup` that placed the task).
-    #[serde(default)]
-    pub wakeups_from_other_llc: u64,
-    /// Of those, the ones that placed the task in the waker's LLC: the wakeup pulled it across.
-    #[serde(default)]
-    pub wakeups_pulled_to_waker_llc: u64,
-    /// Who was running on the waker's CPU for the cross-LLC wakeups that did not pull the task
-    /// (`<idle>` for an interrupt on an idle CPU, `ksoftirqd/N` for deferred softirqs, ...).
-    #[serde(default)]
-    pub unpulled_wakers: BTreeMap<String, u64>,
     pub migrations: u64,
     /// Migrations done by a CPU's stopper thread (`migration/N`): the load balancer moving the
     /// task while it ran (active balance), not a wakeup choosing a new CPU.
@@ -400,23 +390,13 @@ impl TaskPlacement {
             task_prefix: task_prefix.to_string(),
             ..TaskPlacement::default()
         };
-        let is_task = |comm: Option<&String>| comm.is_some_and(|c| c.starts_with(task_prefix));
+        let is_task = |comm: Option<&String>| is_task(task_prefix, comm);
         let mut on_cpu_since: BTreeMap<u32, f64> = BTreeMap::new();
-        // Per pid: the waker's CPU, its task and the wakee's CPU, from sched_waking.
-        let mut waking: BTreeMap<String, (u32, String, u32)> = BTreeMap::new();
+        let mut pairing = WakeupPairing::default();
         let llc = |c: u32| topology.llc_of(c).map(|l| l.id);
         for e in events {
             match e.name.as_str() {
-                "sched_waking" if is_task(e.fields.get("comm")) => {
-                    let on = e
-                        .fields
-                        .get("target_cpu")
-                        .and_then(|t| t.parse::<u32>().ok());
-                    if let (Some(pid), Some(on)) = (e.fields.get("pid"), on) {
-                        let waker = e.task.rsplit_once('-').map_or(&*e.task, |(c, _)| c);
-                        waking.insert(pid.clone(), (e.cpu, waker.to_string(), on));
-                    }
-                }
+                "sched_waking" if is_task(e.fields.get("comm")) => pairing.waking(e),
                 "sched_switch" => {
                     if is_task(e.fields.get("prev_comm")) {
                         if let Some(since) = on_cpu_since.remove(&e.cpu) {
@@ -433,30 +413,13 @@ impl TaskPlacement {
                     }
                 }
                 "sched_wakeup" if is_task(e.fields.get("comm")) => {
+                    let wakeup = pairing.wakeup(e);
                     p.wakeups += 1;
-                    let target = e
-                        .fields
-                        .get("target_cpu")
-                        .and_then(|t| t.parse::<u32>().ok());
-                    let issued = e.fields.get("pid").and_then(|pid| waking.remove(pid));
-                    // The waker's CPU: from sched_waking when traced (a queued wakeup's
-                    // sched_wakeup fires on the target CPU), else where this event fired.
-                    let waker_cpu = issued.as_ref().map_or(e.cpu, |w| w.0);
-                    *p.waker_cpus.entry(waker_cpu).or_default() += 1;
-                    if let Some(target) = target {
+                    *p.waker_cpus.entry(wakeup.waker_cpu).or_default() += 1;
+                    if let Some(target) = wakeup.target_cpu {
                         *p.wakeup_targets.entry(target).or_default() += 1;
-                        if target == waker_cpu {
+                        if target == wakeup.waker_cpu {
                             p.wakeups_on_waker_cpu += 1;
-                        }
-                    }
-                    if let (Some((waker_cpu, waker, on)), Some(target)) = (issued, target) {
-                        if llc(waker_cpu) != llc(on) {
-                            p.wakeups_from_other_llc += 1;
-                            if llc(target) == llc(waker_cpu) {
-                                p.wakeups_pulled_to_waker_llc += 1;
-                            } else {
-                                *p.unpulled_wakers.entry(waker).or_default() += 1;
-                            }
                         }
                     }
                 }
@@ -524,6 +487,88 @@ impl TaskPlacement {
             .iter()
             .filter_map(|n| Some((n.id, self.share_on(&n.cpus)?)))
             .collect()
+    }
+}
+
+/// One wakeup of a traced task: which CPU woke it, who ran there, where the task was and where
+/// the wakeup put it. Generic facts; a scenario folds them with its topology into its own
+/// figures (S1: which cross-LLC wakeups pulled its thread to the waker's LLC).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskWakeup {
+    /// The CPU that issued the wakeup: `sched_waking`'s when the trace has it (a queued
+    /// wakeup's `sched_wakeup` fires on the target CPU, in the IPI), else `sched_wakeup`'s.
+    pub waker_cpu: u32,
+    /// The task running on the waker's CPU, by command name (`<idle>` for an interrupt on an
+    /// idle CPU, `ksoftirqd/N` for deferred softirqs, ...); `None` without a `sched_waking`.
+    pub waker: Option<String>,
+    /// The CPU the task was on when woken (`sched_waking`'s `target_cpu`); `None` without a
+    /// `sched_waking`.
+    pub woken_on: Option<u32>,
+    /// The CPU the wakeup placed the task on (`sched_wakeup`'s `target_cpu`).
+    pub target_cpu: Option<u32>,
+}
+
+/// Every wakeup of the tasks whose command name starts with `task_prefix`, in trace order.
+pub fn task_wakeups(task_prefix: &str, events: &[TraceEvent]) -> Vec<TaskWakeup> {
+    let mut pairing = WakeupPairing::default();
+    let mut out = Vec::new();
+    for e in events
+        .iter()
+        .filter(|e| is_task(task_prefix, e.fields.get("comm")))
+    {
+        match e.name.as_str() {
+            "sched_waking" => pairing.waking(e),
+            "sched_wakeup" => out.push(pairing.wakeup(e)),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn is_task(task_prefix: &str, comm: Option<&String>) -> bool {
+    comm.is_some_and(|c| c.starts_with(task_prefix))
+}
+
+/// Pairs a task's `sched_waking` (fired on the waker's CPU, while the task is still where it
+/// slept) with the `sched_wakeup` that follows it (the placement), by pid.
+#[derive(Default)]
+struct WakeupPairing {
+    /// Per pid: the waker's CPU, the waker's command name and the task's CPU.
+    pending: BTreeMap<String, (u32, String, u32)>,
+}
+
+impl WakeupPairing {
+    fn waking(&mut self, e: &TraceEvent) {
+        let on = e
+            .fields
+            .get("target_cpu")
+            .and_then(|t| t.parse::<u32>().ok());
+        if let (Some(pid), Some(on)) = (e.fields.get("pid"), on) {
+            let waker = e.task.rsplit_once('-').map_or(&*e.task, |(c, _)| c);
+            self.pending
+                .insert(pid.clone(), (e.cpu, waker.to_string(), on));
+        }
+    }
+
+    fn wakeup(&mut self, e: &TraceEvent) -> TaskWakeup {
+        let target_cpu = e
+            .fields
+            .get("target_cpu")
+            .and_then(|t| t.parse::<u32>().ok());
+        match e.fields.get("pid").and_then(|pid| self.pending.remove(pid)) {
+            Some((waker_cpu, waker, on)) => TaskWakeup {
+                waker_cpu,
+                waker: Some(waker),
+                woken_on: Some(on),
+                target_cpu,
+            },
+            None => TaskWakeup {
+                waker_cpu: e.cpu,
+                waker: None,
+                woken_on: None,
+                target_cpu,
+            },
+        }
     }
 }
 
@@ -749,12 +794,16 @@ mod tests {
         // started where the wakeup put it.
         assert_eq!(p.started_on, Some(2));
         assert_eq!((p.wakeups, p.wakeups_on_waker_cpu), (1, 1));
-        // Woken from CPU 2 while on CPU 0 (another LLC), placed on CPU 2: pulled across.
+        // The same wakeup as a record: woken from CPU 2 while on CPU 0, placed on CPU 2.
         assert_eq!(
-            (p.wakeups_from_other_llc, p.wakeups_pulled_to_waker_llc),
-            (1, 1)
+            task_wakeups("dma0chan0-copy", &parse_trace(TRACE)),
+            [TaskWakeup {
+                waker_cpu: 2,
+                waker: Some("<idle>".into()),
+                woken_on: Some(0),
+                target_cpu: Some(2),
+            }]
         );
-        assert!(p.unpulled_wakers.is_empty());
         // One wakeup migration (0 -> 2, same node) and one active balance by CPU 2's stopper
         // (2 -> 5, to node 1).
         assert_eq!(
@@ -785,12 +834,32 @@ mod tests {
         assert_eq!(p.waker_cpus, BTreeMap::from([(2, 1)]));
         assert_eq!(p.wakeups_on_waker_cpu, 0);
         assert_eq!(
-            (p.wakeups_from_other_llc, p.wakeups_pulled_to_waker_llc),
-            (1, 0)
+            task_wakeups("dma0chan0-copy", &parse_trace(trace)),
+            [TaskWakeup {
+                waker_cpu: 2,
+                waker: Some("ksoftirqd/2".into()),
+                woken_on: Some(0),
+                target_cpu: Some(0),
+            }]
         );
+    }
+
+    #[test]
+    fn a_wakeup_without_its_waking_is_recorded_where_it_fired() {
+        // The trace started between the two events: the waker's CPU is the one sched_wakeup
+        // fired on, and who woke the task from where is unknown.
+        let trace = "\
+          <idle>-0     [003] d.s2.    10.000450: sched_wakeup: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=003
+     kworker/1:0-14    [001] d..2.    10.000460: sched_waking: comm=kworker/0:1 pid=12 prio=120 target_cpu=000
+";
         assert_eq!(
-            p.unpulled_wakers,
-            BTreeMap::from([("ksoftirqd/2".to_string(), 1)])
+            task_wakeups("dma0chan0-copy", &parse_trace(trace)),
+            [TaskWakeup {
+                waker_cpu: 3,
+                waker: None,
+                woken_on: None,
+                target_cpu: Some(3),
+            }]
         );
     }
 

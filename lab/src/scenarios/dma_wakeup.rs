@@ -17,7 +17,9 @@ use serde_json::json;
 use crate::devices::DeviceSpec;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
 use crate::guest::GuestCommand;
-use crate::observe::{parse_trace_off_thread, Interrupts, TaskPlacement, TaskTrace};
+use crate::observe::{
+    parse_trace_off_thread, task_wakeups, Interrupts, TaskPlacement, TaskTrace, TaskWakeup,
+};
 use crate::report::{Direction, Mark, Picture};
 use crate::topology::Topology;
 use crate::variant::Variant;
@@ -287,6 +289,7 @@ impl Scenario for DmaWakeup {
             .with_context(|| format!("dmatest in {}", vm.name))?;
         let (_, events) = parse_trace_off_thread(raw_trace).await?;
         let placement = TaskPlacement::from_events(&prefix, &events, topology);
+        let cross_llc = CrossLlcWakeups::fold(&task_wakeups(&prefix, &events), topology);
         if placement.total_switch_ins() == 0 {
             return Err(crate::sample::reject(format!(
                 "the trace of {} has no switch-in of {prefix}* (trace kept at {})",
@@ -309,6 +312,7 @@ impl Scenario for DmaWakeup {
         let irq_delta = after.delta(&before, &irq.to_string());
         let metrics = metrics(
             &placement,
+            &cross_llc,
             topology,
             params.start_cpu,
             irq_cpu,
@@ -323,16 +327,72 @@ impl Scenario for DmaWakeup {
                 "control_cpu": control_cpu,
                 "irq_delta": irq_delta,
                 "trace": trace_file,
-                "placement": placement,
+                // The generic placement's fields and S1's three figures in one object: the
+                // shape stored records have.
+                "placement": PlacementDetails {
+                    placement: &placement,
+                    cross_llc: &cross_llc,
+                },
                 "dmatest": result,
             }),
         })
     }
 }
 
+/// The wakeups of S1's thread that cross an LLC boundary: issued from a CPU in another LLC
+/// than the thread's CPU at that moment, which `wake_affine_idle()` decides to pull to the
+/// waker's LLC or not. The fields keep the names the records' `placement` details have.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CrossLlcWakeups {
+    /// Wakeups issued from a CPU in another LLC than the task's CPU (from `sched_waking` on the
+    /// waker's CPU to the `sched_wakeup` that placed the task).
+    pub wakeups_from_other_llc: u64,
+    /// Of those, the ones that placed the task in the waker's LLC: the wakeup pulled it across.
+    pub wakeups_pulled_to_waker_llc: u64,
+    /// Who was running on the waker's CPU for the cross-LLC wakeups that did not pull the task
+    /// (`<idle>` for an interrupt on an idle CPU, `ksoftirqd/N` for deferred softirqs, ...).
+    pub unpulled_wakers: BTreeMap<String, u64>,
+}
+
+impl CrossLlcWakeups {
+    /// Folds the thread's wakeups by `topology`'s LLCs. A wakeup whose `sched_waking` the
+    /// trace lacks, or whose target it does not show, counts in none of the figures.
+    pub fn fold(wakeups: &[TaskWakeup], topology: &Topology) -> CrossLlcWakeups {
+        let llc = |c: u32| topology.llc_of(c).map(|l| l.id);
+        let mut out = CrossLlcWakeups::default();
+        for w in wakeups {
+            let (Some(waker), Some(woken_on), Some(target)) = (&w.waker, w.woken_on, w.target_cpu)
+            else {
+                continue;
+            };
+            if llc(w.waker_cpu) == llc(woken_on) {
+                continue;
+            }
+            out.wakeups_from_other_llc += 1;
+            if llc(target) == llc(w.waker_cpu) {
+                out.wakeups_pulled_to_waker_llc += 1;
+            } else {
+                *out.unpulled_wakers.entry(waker.clone()).or_default() += 1;
+            }
+        }
+        out
+    }
+}
+
+/// The `placement` of S1's details: the generic placement and S1's cross-LLC figures side by
+/// side in one object.
+#[derive(Serialize)]
+struct PlacementDetails<'a> {
+    #[serde(flatten)]
+    placement: &'a TaskPlacement,
+    #[serde(flatten)]
+    cross_llc: &'a CrossLlcWakeups,
+}
+
 /// The per-boot metrics of S1.
 pub fn metrics(
     placement: &TaskPlacement,
+    cross_llc: &CrossLlcWakeups,
     topology: &Topology,
     start_cpu: u32,
     irq_cpu: u32,
@@ -384,11 +444,11 @@ pub fn metrics(
                 / placement.wakeups as f64,
         );
     }
-    if placement.wakeups_from_other_llc > 0 {
+    if cross_llc.wakeups_from_other_llc > 0 {
         m.insert(
             "pulled_across_llc".into(),
-            100.0 * placement.wakeups_pulled_to_waker_llc as f64
-                / placement.wakeups_from_other_llc as f64,
+            100.0 * cross_llc.wakeups_pulled_to_waker_llc as f64
+                / cross_llc.wakeups_from_other_llc as f64,
         );
     }
     if irq_total > 0 {
@@ -411,6 +471,93 @@ mod tests {
 
     fn params(placement: IrqPlacement) -> DmaWakeupParams {
         DmaWakeup::seed().placement(placement).params
+    }
+
+    /// The thread created asleep on CPU 0, then woken from CPU 2 (another LLC of node 0) and
+    /// placed there; later moved 2 -> 5 by CPU 2's stopper.
+    const PULLED_TRACE: &str = "\
+  kworker/0:1-12      [000] d..2.    10.000100: sched_switch: prev_comm=kworker/0:1 prev_pid=12 prev_prio=120 prev_state=I ==> next_comm=dma0chan0-copy0 next_pid=90 next_prio=120
+ dma0chan0-copy0-90   [000] d..2.    10.000300: sched_switch: prev_comm=dma0chan0-copy0 prev_pid=90 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
+          <idle>-0     [002] d.h1.    10.000400: irq_handler_entry: irq=24 name=ioat-msix
+          <idle>-0     [002] d.s2.    10.000440: sched_waking: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=000
+          <idle>-0     [002] d.s2.    10.000450: sched_wakeup: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=002
+          <idle>-0     [002] d.s2.    10.000451: sched_migrate_task: comm=dma0chan0-copy0 pid=90 prio=120 orig_cpu=0 dest_cpu=2
+          <idle>-0     [002] d..2.    10.000500: sched_switch: prev_comm=swapper/2 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=dma0chan0-copy0 next_pid=90 next_prio=120
+     migration/2-30    [002] d..2.    10.000900: sched_migrate_task: comm=dma0chan0-copy0 pid=90 prio=130 orig_cpu=2 dest_cpu=5
+";
+
+    fn cross_llc(trace: &str) -> CrossLlcWakeups {
+        let events = crate::observe::parse_trace(trace);
+        CrossLlcWakeups::fold(&task_wakeups("dma0chan0-copy", &events), &ci())
+    }
+
+    #[test]
+    fn a_wakeup_from_another_llc_that_placed_the_thread_there_pulled_it() {
+        // Woken from CPU 2 while on CPU 0 (another LLC), placed on CPU 2: pulled across.
+        let c = cross_llc(PULLED_TRACE);
+        assert_eq!(
+            (c.wakeups_from_other_llc, c.wakeups_pulled_to_waker_llc),
+            (1, 1)
+        );
+        assert!(c.unpulled_wakers.is_empty());
+    }
+
+    #[test]
+    fn a_queued_cross_llc_wakeup_that_stayed_is_unpulled_and_names_its_waker() {
+        // The IRQ on CPU 2 wakes the task whose CPU is 0; the wakeup is queued to CPU 0 and its
+        // sched_wakeup fires there, in the IPI. It stayed in its LLC: not pulled.
+        let c = cross_llc(
+            "\
+          <idle>-0     [002] d.h1.    10.000400: irq_handler_entry: irq=24 name=ioat-msix
+     ksoftirqd/2-21    [002] d.s2.    10.000440: sched_waking: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=000
+          <idle>-0     [000] dNh2.    10.000450: sched_wakeup: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=000
+",
+        );
+        assert_eq!(
+            (c.wakeups_from_other_llc, c.wakeups_pulled_to_waker_llc),
+            (1, 0)
+        );
+        assert_eq!(
+            c.unpulled_wakers,
+            BTreeMap::from([("ksoftirqd/2".to_string(), 1)])
+        );
+    }
+
+    #[test]
+    fn the_placement_details_keep_the_cross_llc_figures_beside_the_placement() {
+        let events = crate::observe::parse_trace(PULLED_TRACE);
+        let placement = TaskPlacement::from_events("dma0chan0-copy", &events, &ci());
+        let cross_llc = cross_llc(PULLED_TRACE);
+        let details = serde_json::to_value(PlacementDetails {
+            placement: &placement,
+            cross_llc: &cross_llc,
+        })
+        .unwrap();
+        assert_eq!(details["wakeups_from_other_llc"], 1);
+        assert_eq!(details["wakeups_pulled_to_waker_llc"], 1);
+        assert_eq!(details["unpulled_wakers"], json!({}));
+        assert_eq!(details["started_on"], 2);
+        assert_eq!(details["runtime_us"]["0"], 200.0);
+        // The keys a stored S1 record's placement has, no more, no fewer.
+        let stored: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/s1-cross-llc-a.record.json"
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        let keys = |v: &serde_json::Value| {
+            v.as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        assert_eq!(
+            keys(&details),
+            keys(&stored["boots"][0]["details"]["scenario"]["placement"])
+        );
     }
 
     #[test]

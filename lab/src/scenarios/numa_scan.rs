@@ -442,6 +442,20 @@ mod tests {
     }
 
     #[test]
+    fn the_image_s4_boots_carries_lab_numa01() {
+        let s = NumaScan::seed();
+        let ci = Topology::by_name("ci-2node-4llc").unwrap();
+        let plan = s.plan(s.params(), &ci).unwrap();
+        let image = plan.image.as_deref().unwrap_or(crate::host::DEFAULT_IMAGE);
+        let recipe = crate::image::ImageRecipe::by_name(image).unwrap();
+        assert!(
+            recipe.lab_programs.iter().any(|p| p == "lab-numa01"),
+            "images/guest/{image}.toml does not list lab-numa01 in lab_programs: {:?}",
+            recipe.lab_programs
+        );
+    }
+
+    #[test]
     fn metrics_are_the_counters_time_and_system_time() {
         let counters: BTreeMap<String, i64> = [
             ("numa_pte_updates", 120_000),

@@ -1,7 +1,7 @@
 //! `lab-numa01`, the lab's own numa01_THREAD_ALLOC-shaped program (`lab/agent/src/bin/
-//! lab-numa01.rs`, in every image at [`crate::guest::NUMA01_GUEST_PATH`]): processes that each
-//! map one region, with unbound threads that write all of it once and then their own slice over
-//! and over. It prints one JSON line, parsed here.
+//! lab-numa01.rs`, at [`crate::guest::NUMA01_GUEST_PATH`] in the images whose recipe lists it in
+//! `lab_programs`): processes that each map one region, with unbound threads that write all of
+//! it once and then their own slice over and over. It prints one JSON line, parsed here.
 
 use std::time::Duration;
 
