@@ -968,7 +968,7 @@ async fn kernel_times(
     }
 }
 
-/// `lab report [--html] [RESULTS...]`: every record's table, or its page.
+/// `lab report [--html] [RESULTS...]`: every stored record's table, or its page.
 fn report(results: &[PathBuf], html: bool) -> Result<i32> {
     let roots = if results.is_empty() {
         vec![lab::host::results_root()]
@@ -976,47 +976,19 @@ fn report(results: &[PathBuf], html: bool) -> Result<i32> {
         results.to_vec()
     };
     let mut found = 0;
-    for root in &roots {
-        let files = if root.is_file() {
-            vec![root.clone()]
-        } else {
-            walk_json(root)
-        };
-        for entry in files {
-            let record = match lab::report::RunRecord::read_json(&entry) {
-                Ok(record) => record,
-                // Named explicitly: a bad record is an error; found by searching: skipped.
-                Err(e) if root == &entry => return Err(e),
-                Err(e) => {
-                    eprintln!("lab: skipping {}: {e:#}", entry.display());
-                    continue;
-                }
-            };
+    for shown in lab::report::stored::show(&roots, html, &lab::scenarios::picture_of)? {
+        let shown = shown?;
+        if shown.is_record() {
             found += 1;
-            if html {
-                let path =
-                    lab::report::html::write(&record, &entry, scenario_picture(&record).as_ref())?;
-                println!("{}", path.display());
-                continue;
-            }
-            println!("== {}", entry.display());
-            if let Some(failure) = &record.failure {
-                println!("(stopped early: {failure})");
-            }
-            print!("{}", record.comparison().table());
+            print!("{shown}");
+        } else {
+            eprintln!("lab: {shown}");
         }
     }
     if found == 0 {
-        let names: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
-        println!("no comparison records under {}", names.join(", "));
+        println!("{}", lab::report::stored::nothing_found(&roots));
     }
     Ok(0)
-}
-
-/// The picture a record's scenario draws, for records older than the manifest's own.
-fn scenario_picture(record: &lab::report::RunRecord) -> Option<lab::report::Picture> {
-    let scenario = record.manifest.parameters.get("scenario")?.as_str()?;
-    lab::scenarios::picture(scenario)
 }
 
 /// `lab report merge DIR...`: one record, table and page of every boot of the records given.
@@ -1025,57 +997,18 @@ fn merge(
     group_by: &[lab::report::merge::Field],
     out: Option<PathBuf>,
 ) -> Result<i32> {
-    let files = lab::report::merge::record_files(dirs)?;
-    let records = files
-        .into_iter()
-        .map(|f| lab::report::RunRecord::read_json(&f).map(|r| (f, r)))
-        .collect::<Result<Vec<_>>>()?;
-    let merged = lab::report::merge::merge(&records, group_by)?;
-    let dir = match out {
-        Some(dir) => {
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            dir
-        }
-        None => lab::experiment::run_dir(
-            &lab::host::results_root().join(lab::host::sanitize(merged.comparison().name())),
-        )?,
-    };
-    let record_path = dir.join("record.json");
-    merged.write_json_to(&record_path)?;
-    let table_path = dir.join("table.txt");
-    std::fs::write(&table_path, merged.comparison().table())
-        .with_context(|| format!("writing {}", table_path.display()))?;
-    // The records agree on the scenario (a compared field), so the first one's picture fits.
-    let picture = scenario_picture(&merged).or_else(|| scenario_picture(&records[0].1));
-    let html = lab::report::html::write(&merged, &record_path, picture.as_ref())?;
-    print!("{}", merged.comparison().table());
-    eprintln!(
-        "lab: merged {} records ({} boots)\nlab: record {}\nlab: table {}\nlab: report {}",
-        records.len(),
-        merged.boots().len(),
-        record_path.display(),
-        table_path.display(),
-        html.display()
-    );
-    Ok(0)
-}
-
-/// Every `*.json` under `dir`, sorted.
-fn walk_json(dir: &std::path::Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = entry.path();
-            if p.is_dir() {
-                todo.push(p);
-            } else if p.extension().is_some_and(|e| e == "json") {
-                out.push(p);
-            }
-        }
+    let merged = lab::report::merge::merge_and_write(
+        dirs,
+        group_by,
+        out.as_deref(),
+        &lab::host::results_root(),
+        &lab::scenarios::picture_of,
+    )?;
+    print!("{}", merged.record.comparison().table());
+    for line in merged.lines() {
+        eprintln!("lab: {line}");
     }
-    out.sort();
-    out
+    Ok(0)
 }
 
 async fn doctor() -> Result<i32> {

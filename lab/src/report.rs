@@ -22,10 +22,13 @@ pub mod html;
 pub mod junit;
 pub mod merge;
 pub mod record;
+pub mod stored;
 pub(crate) mod table;
 
 pub use comparison::{describe, Comparison, Metric, MetricRow, VariantChange};
-pub use record::{BootRecord, DecisionPoint, PairVerdict, RejectedBoot, RunRecord};
+pub use record::{
+    run_dir, BootRecord, DecisionPoint, Outputs, PairVerdict, RejectedBoot, RunRecord,
+};
 
 /// Which way a metric should move for a variant to count as better. Only used to word the
 /// table; verdicts and assertions are about DIFFERENT, SAME and the sign of the shift.

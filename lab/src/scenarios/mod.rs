@@ -121,6 +121,13 @@ pub fn picture(name: &str) -> Option<crate::report::Picture> {
     find(name).ok()?.picture()
 }
 
+/// The picture of the scenario a record ran, from the registry: for records written before
+/// manifests kept their picture (`lab report --html`, `lab report merge`).
+pub fn picture_of(record: &crate::report::RunRecord) -> Option<crate::report::Picture> {
+    let scenario = record.manifest.parameters.get("scenario")?.as_str()?;
+    picture(scenario)
+}
+
 /// The kernels the shipped scenarios' default comparisons boot, each once, in registry order
 /// (what `lab prepare` builds unless told otherwise; `debian`, a download, is left out).
 pub fn default_kernels() -> Result<Vec<String>> {
@@ -224,6 +231,17 @@ mod tests {
         assert!(err.contains("dma-wakeup"), "{err}");
         assert!(picture("dma-wakeup").is_some());
         assert!(picture("no-such").is_none());
+    }
+
+    #[test]
+    fn a_record_gets_its_scenarios_picture() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/s1-cross-llc-a.record.json");
+        let mut record = crate::report::RunRecord::read_json(&path).unwrap();
+        record.manifest.parameters = serde_json::json!({"scenario": "dma-wakeup"});
+        assert_eq!(picture_of(&record), picture("dma-wakeup"));
+        record.manifest.parameters = serde_json::json!({});
+        assert_eq!(picture_of(&record), None);
     }
 
     #[test]
