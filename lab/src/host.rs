@@ -148,6 +148,13 @@ impl Lab {
         tokio::task::spawn_blocking(Lab::from_env).await?
     }
 
+    /// [`Lab::from_env_async`] under a progress task: what `lab doctor`, `prepare`, `run` and
+    /// `compare` wait on first (minutes on a fresh host).
+    pub async fn ready() -> Result<Lab> {
+        let _task = crate::progress::Task::start("preparing QEMU, kernel and accelerator", None);
+        Lab::from_env_async().await
+    }
+
     pub fn default_kernel(&self) -> &BootKernel {
         &self.default_kernel
     }

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 
 use lab::guest::GuestCommand;
 use lab::topology::Topology;
-use lab::{BootOptions, Lab};
+use lab::BootOptions;
 
 #[derive(Parser)]
 #[command(
@@ -294,28 +294,7 @@ enum BenchCmd {
     },
 }
 
-/// `PARAM=VALUE` of `--set`.
-/// `git bisect run`'s "cannot test this commit".
-const BISECT_SKIP: i32 = 125;
-
-/// `--exit-code`: 1 when a primary verdict is DIFFERENT, else 125 when one is UNKNOWN (or
-/// missing), else 0 (every one SAME).
-fn verdict_exit_code(c: &lab::report::Comparison) -> i32 {
-    use lab::stats::Decision;
-    let decisions: Vec<Option<Decision>> = c
-        .verdicts()
-        .into_iter()
-        .map(|(_, _, v)| v.ok().map(|v| v.decision))
-        .collect();
-    if decisions.contains(&Some(Decision::Different)) {
-        1
-    } else if decisions.is_empty() || decisions.iter().any(|d| d != &Some(Decision::Same)) {
-        BISECT_SKIP
-    } else {
-        0
-    }
-}
-
+/// `METRIC[=MAGNITUDE]` of `--primary`.
 fn parse_primary(text: &str) -> Result<(String, Option<lab::stats::Magnitude>), String> {
     match text.split_once('=') {
         None if !text.is_empty() => Ok((text.to_string(), None)),
@@ -326,6 +305,7 @@ fn parse_primary(text: &str) -> Result<(String, Option<lab::stats::Magnitude>), 
     }
 }
 
+/// `PARAM=VALUE` of `--set`.
 fn parse_set(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
@@ -445,11 +425,6 @@ fn test_suite(args: &[String]) -> Result<i32> {
     Ok(code)
 }
 
-async fn lab_ready() -> Result<Lab> {
-    let _task = lab::progress::Task::start("preparing QEMU, kernel and accelerator", None);
-    Lab::from_env_async().await
-}
-
 async fn run(cli: Cli, started: Instant) -> Result<i32> {
     match cli.command {
         Cmd::Doctor => doctor().await,
@@ -469,7 +444,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                     .filter(|k| !kernels.contains(k))
                     .collect::<Vec<_>>(),
             );
-            let lab = lab_ready().await?;
+            let lab = lab::Lab::ready().await?;
             let mut first = None;
             for name in kernels {
                 let ready = lab.prepare(&lab::variant::Variant::kernel(&name)).await?;
@@ -532,7 +507,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             };
             let topology = shape.as_ref().map_or(topology, |t| t.name().to_string());
             let mut phases = lab::bench::run::RunTimings::default();
-            let lab = lab_ready().await?;
+            let lab = lab::Lab::ready().await?;
             phases.ready_s = started.elapsed().as_secs_f64();
             let booting = Instant::now();
             let mut opts = BootOptions::named("lab-run").topology(&topology);
@@ -642,15 +617,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             devices,
             host,
         } => {
-            if variants.len() == 1 {
-                anyhow::bail!(
-                    "one --variant given: a comparison needs two or more (base first), or none for the scenario's defaults"
-                );
-            }
-            // A bad passthrough name fails here, before QEMU or a kernel is prepared.
-            let mut devices = devices;
-            lab::devices::passthrough::resolve(&mut devices, host.as_deref())?;
-            let request = lab::scenarios::Request {
+            let mut request = lab::scenarios::Request {
                 scenario,
                 variants,
                 repetitions,
@@ -664,38 +631,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 devices,
                 host,
             };
-            // Unknown scenarios and bad parameters fail before QEMU or a kernel is prepared.
-            lab::scenarios::describe(&request.scenario)?;
-            let lab = lab_ready().await?;
-            let outcome = match lab::scenarios::compare(&lab, &request).await {
-                Ok(outcome) => outcome,
-                Err(e) if exit_code => {
-                    eprintln!("lab: error: {e:#}");
-                    eprintln!("lab: exit 125: the comparison could not be made");
-                    return Ok(BISECT_SKIP);
-                }
-                Err(e) => return Err(e),
-            };
-            print!("{}", outcome.comparison().table());
-            eprintln!(
-                "lab: record {}\nlab: table {}",
-                outcome.record_path.display(),
-                outcome.table_path.display(),
-            );
-            if let Some(html) = &outcome.html_path {
-                eprintln!("lab: report {}", html.display());
-            }
-            if !lab.on_kvm() {
-                eprintln!(
-                    "lab: throughput metrics are not meaningful under {}; placement and counters are",
-                    lab.accel.name()
-                );
-            }
-            Ok(if exit_code {
-                verdict_exit_code(outcome.comparison())
-            } else {
-                0
-            })
+            compare(&mut request, exit_code).await
         }
         Cmd::Host { command } => host(command),
         Cmd::Report {
@@ -775,6 +711,44 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             }
         },
     }
+}
+
+/// `lab compare`: the table on standard output, where the files went on standard error; with
+/// `--exit-code`, `git bisect run`'s codes.
+async fn compare(request: &mut lab::scenarios::Request, exit_code: bool) -> Result<i32> {
+    // One variant, a bad passthrough device or an unknown scenario fails before QEMU or a
+    // kernel is prepared.
+    request.check()?;
+    let lab = lab::Lab::ready().await?;
+    let outcome = match lab::scenarios::compare(&lab, request).await {
+        Ok(outcome) => outcome,
+        Err(e) if exit_code => {
+            eprintln!("lab: error: {e:#}");
+            eprintln!("lab: exit 125: the comparison could not be made");
+            return Ok(lab::report::BISECT_SKIP);
+        }
+        Err(e) => return Err(e),
+    };
+    print!("{}", outcome.comparison().table());
+    eprintln!(
+        "lab: record {}\nlab: table {}",
+        outcome.record_path.display(),
+        outcome.table_path.display(),
+    );
+    if let Some(html) = &outcome.html_path {
+        eprintln!("lab: report {}", html.display());
+    }
+    if !lab.on_kvm() {
+        eprintln!(
+            "lab: throughput metrics are not meaningful under {}; placement and counters are",
+            lab.accel.name()
+        );
+    }
+    Ok(if exit_code {
+        outcome.comparison().bisect_exit_code()
+    } else {
+        0
+    })
 }
 
 /// `lab host restore|show`.
@@ -1013,7 +987,7 @@ fn merge(
 
 async fn doctor() -> Result<i32> {
     let started = Instant::now();
-    let lab = lab_ready().await?;
+    let lab = lab::Lab::ready().await?;
     println!("cache dir      {}", lab.cache.root().display());
     println!(
         "QEMU           {} ({})",

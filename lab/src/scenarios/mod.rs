@@ -169,6 +169,22 @@ pub struct Request {
     pub host: Option<String>,
 }
 
+impl Request {
+    /// What fails before QEMU or a kernel is prepared: a single variant (a comparison needs two
+    /// or more, or none for the scenario's defaults), an unknown passthrough device name or
+    /// host file (the devices are resolved here), an unknown scenario.
+    pub fn check(&mut self) -> Result<()> {
+        if self.variants.len() == 1 {
+            bail!(
+                "one --variant given: a comparison needs two or more (base first), or none for the scenario's defaults"
+            );
+        }
+        crate::devices::passthrough::resolve(&mut self.devices, self.host.as_deref())?;
+        describe(&self.scenario)?;
+        Ok(())
+    }
+}
+
 /// Runs a shipped scenario.
 pub async fn compare(lab: &Lab, request: &Request) -> Result<Outcome> {
     find(&request.scenario)?.compare(lab, request).await
@@ -231,6 +247,28 @@ mod tests {
         assert!(err.contains("dma-wakeup"), "{err}");
         assert!(picture("dma-wakeup").is_some());
         assert!(picture("no-such").is_none());
+    }
+
+    #[test]
+    fn a_request_is_checked_before_anything_is_built() {
+        let mut one_variant = Request {
+            scenario: "dma-wakeup".into(),
+            variants: vec!["v6.12".parse().unwrap()],
+            ..Request::default()
+        };
+        let err = one_variant.check().unwrap_err().to_string();
+        assert!(err.contains("one --variant given"), "{err}");
+        let mut unknown = Request {
+            scenario: "no-such".into(),
+            ..Request::default()
+        };
+        let err = unknown.check().unwrap_err().to_string();
+        assert!(err.contains("no scenario \"no-such\""), "{err}");
+        let mut defaults = Request {
+            scenario: "dma-wakeup".into(),
+            ..Request::default()
+        };
+        defaults.check().unwrap();
     }
 
     #[test]
