@@ -24,6 +24,7 @@ pub mod observe;
 pub mod process;
 pub mod progress;
 pub mod report;
+pub mod run;
 pub mod sample;
 pub mod scenarios;
 pub mod skip;

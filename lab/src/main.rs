@@ -1,14 +1,13 @@
 //! The `lab` command line: the same pipeline pieces the tests compose.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
-use lab::guest::GuestCommand;
 use lab::topology::Topology;
-use lab::BootOptions;
 
 #[derive(Parser)]
 #[command(
@@ -495,84 +494,30 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             timings,
             command,
         } => {
-            // A bad passthrough name fails before QEMU or a kernel is prepared.
-            let mut devices = devices;
-            lab::devices::passthrough::resolve(&mut devices, host.as_deref())?;
-            // A quick shape is checked before QEMU or a kernel is prepared, like a file.
-            let shape = match (cpus, &memory) {
-                (Some(cpus), Some(memory)) => {
-                    Some(lab::topology::Topology::quick(cpus, memory, nodes)?)
-                }
-                _ => None,
-            };
-            let topology = shape.as_ref().map_or(topology, |t| t.name().to_string());
-            let mut phases = lab::bench::run::RunTimings::default();
-            let lab = lab::Lab::ready().await?;
-            phases.ready_s = started.elapsed().as_secs_f64();
-            let booting = Instant::now();
-            let mut opts = BootOptions::named("lab-run").topology(&topology);
-            opts.shape = shape;
-            opts.cmdline = cmdline;
-            opts.image = image;
-            opts.devices = devices;
-            if let Some(name) = kernel {
-                // The recipe's [boot] settings too, as a comparison boots it.
-                let ready = lab.prepare(&lab::variant::Variant::kernel(&name)).await?;
-                opts = opts.ready_kernel(ready);
-            }
-            let task = lab::progress::Task::start(
-                format!("booting {topology} ({})", lab.accel.name()),
-                None,
-            );
-            let vm = lab.boot(opts).await;
-            drop(task);
-            let vm = vm?;
-            phases.boot_s = vm.boot_time.as_secs_f64();
-            phases.to_qemu_s = booting.elapsed().as_secs_f64() - phases.boot_s;
-            eprintln!(
-                "lab: {} booted in {:.1?} ({}, kernel {})",
+            let request = lab::run::Request {
+                started,
                 topology,
-                vm.boot_time,
-                lab.accel.name(),
-                vm.hello.kernel_release
-            );
-            // Devices are bound and pinned as an experiment does, and their vectors shown.
-            for device in lab::devices::bind_and_pin(&vm, vm.devices()).await? {
-                eprintln!(
-                    "lab: device {} at {} bound by {}",
-                    device.index, device.pci_address, device.driver
-                );
-                for v in &device.vectors {
-                    eprintln!(
-                        "lab:   vector {} IRQ {}{} affinity {} effective {}",
-                        v.vector,
-                        v.irq,
-                        if v.managed { " (managed)" } else { "" },
-                        lab::topology::format_cpulist(&v.affinity),
-                        lab::topology::format_cpulist(&v.effective)
-                    );
-                }
+                cpus,
+                memory,
+                nodes,
+                kernel,
+                cmdline,
+                image,
+                devices,
+                host,
+                command,
+                timeout: Duration::from_secs(timeout),
+            };
+            let outcome = lab::run::run(request).await?;
+            for line in &outcome.devices {
+                eprintln!("lab: {line}");
             }
-            let mut cmd = GuestCommand::new(command);
-            cmd.timeout = Duration::from_secs(timeout);
-            let exec_started = Instant::now();
-            let out = vm.exec(&cmd).await?;
-            phases.command_s = exec_started.elapsed().as_secs_f64();
-            phases.command_in_guest_s = out.duration.as_secs_f64();
-            use std::io::Write;
-            std::io::stdout().write_all(&out.stdout)?;
-            std::io::stderr().write_all(&out.stderr)?;
-            let code = out.exit_code();
-            let stopping = Instant::now();
-            vm.shutdown().await?;
-            phases.shutdown_s = stopping.elapsed().as_secs_f64();
-            phases.total_s = started.elapsed().as_secs_f64();
-            tracing::debug!(?phases, "lab run");
+            std::io::stdout().write_all(&outcome.stdout)?;
+            std::io::stderr().write_all(&outcome.stderr)?;
             if let Some(path) = timings {
-                std::fs::write(&path, serde_json::to_string_pretty(&phases)?)
-                    .with_context(|| format!("writing {}", path.display()))?;
+                outcome.timings.write_json(&path)?;
             }
-            Ok(code)
+            Ok(outcome.exit_code)
         }
         Cmd::Bench {
             command,

@@ -300,9 +300,9 @@ mod tests {
     fn overview_has_a_row_per_target() {
         let sample = |whole: f64, boot: f64| run::RunSample {
             whole: Duration::from_secs_f64(whole),
-            timings: run::RunTimings {
+            timings: crate::run::RunTimings {
                 boot_s: boot,
-                ..run::RunTimings::default()
+                ..crate::run::RunTimings::default()
             },
         };
         let build = kernel::tests::build;
