@@ -426,44 +426,21 @@ fn test_suite(args: &[String]) -> Result<i32> {
 
 async fn run(cli: Cli, started: Instant) -> Result<i32> {
     match cli.command {
-        Cmd::Doctor => doctor().await,
+        Cmd::Doctor => {
+            print!("{}", lab::doctor::Doctor::examine().await?);
+            Ok(0)
+        }
         Cmd::Prepare {
             kernels,
             also,
             images,
         } => {
-            let started = Instant::now();
-            let mut kernels = if kernels.is_empty() {
-                lab::scenarios::default_kernels()?
-            } else {
-                kernels
+            let request = lab::prepare::Request {
+                kernels,
+                also,
+                images,
             };
-            kernels.extend(
-                also.into_iter()
-                    .filter(|k| !kernels.contains(k))
-                    .collect::<Vec<_>>(),
-            );
-            let lab = lab::Lab::ready().await?;
-            let mut first = None;
-            for name in kernels {
-                let ready = lab.prepare(&lab::variant::Variant::kernel(&name)).await?;
-                let image = lab
-                    .image_for(lab::host::DEFAULT_IMAGE, &ready.kernel)
-                    .await?;
-                println!("{name}: {} (image {})", ready.kernel.release, image.hash);
-                first.get_or_insert((name, ready.kernel));
-            }
-            if let Some((name, kernel)) = first {
-                for recipe in images {
-                    let image = lab.image_for(&recipe, &kernel).await?;
-                    println!("image {recipe} for {name}: {}", image.hash);
-                }
-            }
-            println!(
-                "prepared in {:.0?} ({})",
-                started.elapsed(),
-                lab.accel.name()
-            );
+            print!("{}", lab::prepare::prepare(&request).await?);
             Ok(0)
         }
         Cmd::Topology { command } => match command {
@@ -927,78 +904,5 @@ fn merge(
     for line in merged.lines() {
         eprintln!("lab: {line}");
     }
-    Ok(0)
-}
-
-async fn doctor() -> Result<i32> {
-    let started = Instant::now();
-    let lab = lab::Lab::ready().await?;
-    println!("cache dir      {}", lab.cache.root().display());
-    println!(
-        "QEMU           {} ({})",
-        lab.qemu.version,
-        lab.qemu.binary.display()
-    );
-    match &lab.qemu.origin {
-        lab::toolchain::QemuOrigin::Host => println!("QEMU origin    host"),
-        lab::toolchain::QemuOrigin::Bundle {
-            packages,
-            substitutions,
-        } => {
-            println!(
-                "QEMU origin    pinned Debian bundle ({} packages)",
-                packages.len()
-            );
-            for s in substitutions {
-                println!(
-                    "  WARNING: {} {} left the archive; using {}",
-                    s.package, s.locked, s.used
-                );
-            }
-        }
-    }
-    println!(
-        "vfio-user-pci  {}",
-        if lab.qemu.has_vfio_user { "yes" } else { "NO" }
-    );
-    println!(
-        "accelerator    {} ({})",
-        lab.accel.name(),
-        lab.accel_probe.reason
-    );
-    println!("host CPU       {}", lab::toolchain::host_cpu_model());
-    let k = lab.default_kernel();
-    println!("default kernel {} ({})", k.name, k.release);
-    let dirs = lab::kernel::RecipeDirs::default_dirs();
-    println!(
-        "kernel recipes {}",
-        lab::kernel::recipe_names(&dirs)?.join(", ")
-    );
-    let cached = lab::kernel::list(&lab.cache)?;
-    println!("cached kernels {} (lab kernel list)", cached.len());
-    println!("topologies     {}", Topology::list()?.join(", "));
-    // What a topology with `hugepages` can take here.
-    if let Ok(host) = lab::host_topology::HostTopology::this_host() {
-        let pools: Vec<String> = lab::topology::HUGEPAGE_SIZES
-            .iter()
-            .filter_map(|&page| {
-                let free = host.hugepages_count(None, page, "free_hugepages")?;
-                let total = host.hugepages_count(None, page, "nr_hugepages")?;
-                Some(format!(
-                    "{}: {free} of {total} free",
-                    lab::topology::format_size(page)
-                ))
-            })
-            .collect();
-        println!(
-            "hugepages      {}",
-            if pools.is_empty() {
-                "no pools".to_string()
-            } else {
-                pools.join(", ")
-            }
-        );
-    }
-    println!("(checked in {:.1?})", started.elapsed());
     Ok(0)
 }

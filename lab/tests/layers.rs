@@ -7,7 +7,8 @@
 //! 2. supply: `debian`, `toolchain`, `slots`;
 //! 3. inputs: `topology`, `host_topology`, `hosts`, `kernel`, `image`, `variant`;
 //! 4. guests: `guest`, `vm`, `devices`, `observe`, `workload`, `storage`;
-//! 5. runner: `report`, `experiment`, `host`, `scenarios`, `skip`, `bench`, `nextest`, `run`.
+//! 5. runner: `report`, `experiment`, `host`, `scenarios`, `skip`, `bench`, `nextest`, `run`,
+//!    `prepare`, `doctor`.
 //!
 //! The CLI (`main.rs`) is a binary: nothing in the library can use it. Unit tests
 //! (`#[cfg(test)]` modules and their `tests.rs` files) are not part of the library: they may use
@@ -50,6 +51,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bench",
             "nextest",
             "run",
+            "prepare",
+            "doctor",
         ],
     ),
 ];
