@@ -707,7 +707,6 @@ fn host(command: HostCmd) -> Result<i32> {
     Ok(0)
 }
 
-/// `lab bench [SUBCOMMAND]`: measures through the library, prints here.
 /// `lab topology from-host`: the mirror of a host (or a sysfs tree of one) as a topology file.
 fn topology_from_host(args: FromHostArgs) -> Result<i32> {
     let FromHostArgs {
@@ -773,95 +772,33 @@ fn topology_from_host(args: FromHostArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// `lab bench [SUBCOMMAND]`: measured in the library, printed here.
 async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: bool) -> Result<i32> {
     let exe = std::env::current_exe().context("finding the lab binary to benchmark")?;
-    match command {
+    let text = match command {
         Some(BenchCmd::Boot { runs, topology }) => {
-            print!("{}", lab::bench::boot(runs, &topology).await?.render());
+            lab::bench::boot(runs, &topology).await?.render()
         }
-        Some(BenchCmd::Run { runs, topology }) => {
-            let mut host = lab::bench::HostNote::start();
-            let bench = lab::bench::run::run(&exe, runs, &topology).await?;
-            host.finish();
-            println!("lab bench run: {}", host.text());
-            print!("{}", bench.render());
-        }
+        Some(BenchCmd::Run { runs, topology }) => lab::bench::run_report(&exe, runs, &topology)
+            .await?
+            .render(),
         Some(BenchCmd::Kernel {
             cold,
             base,
             variant,
-        }) => {
-            print!(
-                "{}",
-                kernel_times(&exe, cold, &base, &variant).await?.render()
-            );
-        }
-        Some(BenchCmd::Suite { profile, slowest }) => {
-            let cache = lab::cache::Cache::from_env()?;
-            let results = lab::host::results_root();
-            let runs = match profile {
-                Some(p) => {
-                    let path = lab::bench::suite::junit_path(&p);
-                    vec![lab::bench::suite::read(&p, &path, &cache, &results)?]
-                }
-                None => lab::bench::suite::last_runs(&cache, &results)?,
-            };
-            if runs.is_empty() {
-                anyhow::bail!(
-                    "no nextest JUnit report (looked for {}): run `cargo nextest run --workspace` first",
-                    lab::bench::suite::PROFILES
-                        .iter()
-                        .map(|p| lab::bench::suite::junit_path(p).display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-            for (i, run) in runs.iter().enumerate() {
-                if i > 0 {
-                    println!();
-                }
-                print!("{}", run.render(slowest));
-            }
-        }
-        None => {
-            let mut host = lab::bench::HostNote::start();
-            let run = lab::bench::run::run(&exe, runs, topology).await?;
-            let kernels = kernel_times(
-                &exe,
-                cold,
-                lab::kernel::DEFAULT_RECIPE,
-                lab::bench::kernel::DEFAULT_VARIANT,
-            )
-            .await?;
-            let cache = lab::cache::Cache::from_env()?;
-            let suites = lab::bench::suite::last_runs(&cache, &lab::host::results_root())?;
-            host.finish();
-            let overview = lab::bench::Overview {
-                host,
-                run,
-                kernels,
-                suites,
-            };
-            print!("{}", overview.render());
-        }
-    }
-    Ok(0)
-}
-
-async fn kernel_times(
-    exe: &std::path::Path,
-    cold: bool,
-    base: &str,
-    variant: &str,
-) -> Result<lab::bench::kernel::KernelTimes> {
-    let cache = lab::cache::Cache::from_env()?;
-    if cold {
-        lab::bench::kernel::cold(&cache, exe, base, variant).await
-    } else {
-        let (base, variant) = (base.to_string(), variant.to_string());
-        tokio::task::spawn_blocking(move || lab::bench::kernel::from_cache(&cache, &base, &variant))
+        }) => lab::bench::kernel::times(&exe, cold, &base, &variant)
             .await?
-    }
+            .render(),
+        Some(BenchCmd::Suite { profile, slowest }) => {
+            let runs = lab::bench::suite::reports(profile.as_deref())?;
+            lab::bench::suite::render_all(&runs, slowest)
+        }
+        None => lab::bench::overview(&exe, runs, topology, cold)
+            .await?
+            .render(),
+    };
+    print!("{text}");
+    Ok(0)
 }
 
 /// `lab report [--html] [RESULTS...]`: every stored record's table, or its page.
