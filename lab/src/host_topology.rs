@@ -697,5 +697,8 @@ pub struct Mirror {
 }
 
 mod check;
+mod from_host;
 #[cfg(test)]
 mod tests;
+
+pub use from_host::{write_mirror, FromHost, MirrorWritten};

@@ -255,6 +255,21 @@ struct FromHostArgs {
     force: bool,
 }
 
+impl From<FromHostArgs> for lab::host_topology::FromHost {
+    fn from(a: FromHostArgs) -> Self {
+        lab::host_topology::FromHost {
+            sysfs: a.sysfs,
+            max_cpus: a.max_cpus,
+            name: a.name,
+            memory: a.memory,
+            hugepages: a.hugepages,
+            cpu_model: a.cpu_model,
+            output: a.output,
+            force: a.force,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum BenchCmd {
     /// Boot-to-first-command time of the lab vs a hand-written QEMU command line.
@@ -503,26 +518,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             cold,
         } => bench(command, runs, &topology, cold).await,
         Cmd::Scenarios => {
-            for l in lab::scenarios::list()? {
-                println!("{}  {}", l.name, l.description);
-                println!("  topology   {}", l.topology);
-                let variants: Vec<String> = l.variants.iter().map(|v| v.to_string()).collect();
-                println!("  variants   {}", variants.join("  "));
-                println!("  parameters {}", l.params);
-                for m in l.metrics.iter().filter(|m| m.primary) {
-                    let unit = if m.unit.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", m.unit)
-                    };
-                    println!(
-                        "  primary    {}{unit}, smallest change that matters {}",
-                        m.name, m.magnitude
-                    );
-                }
-                let metrics: Vec<&str> = l.metrics.iter().map(|m| m.name.as_str()).collect();
-                println!("  metrics    {}", metrics.join(", "));
-            }
+            print!("{}", lab::scenarios::list_text()?);
             Ok(0)
         }
         Cmd::Compare {
@@ -675,99 +671,22 @@ async fn compare(request: &mut lab::scenarios::Request, exit_code: bool) -> Resu
 
 /// `lab host restore|show`.
 fn host(command: HostCmd) -> Result<i32> {
-    use lab::devices::{passthrough, sysfs::Sysfs};
-    let sysfs = Sysfs::host();
     match command {
-        HostCmd::Restore => {
-            let cache = lab::cache::Cache::from_env()?;
-            let done = passthrough::restore_all(&sysfs, &passthrough::journal_dir(&cache))?;
-            if done.is_empty() {
-                println!("nothing to restore");
-            }
-            for r in done {
-                println!("{r}");
-            }
-        }
-        HostCmd::Show { host } => {
-            let file = lab::hosts::HostFile::select(host.as_deref())?;
-            println!("{} ({})", file.path.display(), file.description);
-            println!(
-                "IOMMU: {}",
-                if sysfs.iommu_on() {
-                    "on"
-                } else {
-                    "off (intel_iommu=on / amd_iommu=on)"
-                }
-            );
-            for d in file.devices.values() {
-                println!("{}", passthrough::describe(&sysfs, d));
-            }
-        }
+        HostCmd::Restore => print!("{}", lab::devices::passthrough::restore_host()?),
+        HostCmd::Show { host } => print!(
+            "{}",
+            lab::devices::passthrough::HostReport::this_host(host.as_deref())?
+        ),
     }
     Ok(0)
 }
 
 /// `lab topology from-host`: the mirror of a host (or a sysfs tree of one) as a topology file.
 fn topology_from_host(args: FromHostArgs) -> Result<i32> {
-    let FromHostArgs {
-        sysfs,
-        max_cpus,
-        name,
-        memory,
-        hugepages,
-        cpu_model,
-        output,
-        force,
-    } = args;
-    use lab::host_topology::{HostTopology, MirrorOptions};
-    let stem = output
-        .as_ref()
-        .and_then(|o| o.file_stem())
-        .and_then(|s| s.to_str())
-        .map(str::to_string);
-    if let (Some(name), Some(stem)) = (&name, &stem) {
-        if name != stem {
-            anyhow::bail!(
-                "--name {name:?} differs from the output file's name {stem:?}: lab finds topologies by file name, so the two must agree"
-            );
-        }
-    }
-    let name = name.or(stem).unwrap_or_else(|| "host".to_string());
-    let node_memory =
-        lab::topology::parse_size(&memory).map_err(|e| anyhow::anyhow!("--memory: {e}"))?;
-    let host = HostTopology::read(&sysfs)?;
-    let mut options = MirrorOptions::named(&name);
-    options.file = output.clone();
-    options.max_cpus = max_cpus;
-    options.node_memory = Some(node_memory);
-    options.cpu_model = cpu_model;
-    options.hugepages = hugepages;
-    let mirror = host.mirror(&options)?;
-    match output {
-        None => print!("{}", mirror.text),
-        Some(path) => {
-            if path.exists() && !force {
-                anyhow::bail!("{} exists; pass --force to replace it", path.display());
-            }
-            std::fs::write(&path, &mirror.text)
-                .with_context(|| format!("writing {}", path.display()))?;
-            // What `lab` will read back, name included.
-            Topology::load(&path)?;
-            let t = &mirror.topology;
-            eprintln!(
-                "wrote {}: {} vCPUs in {} node(s), {} LLC(s), pinned to host CPUs {}; housekeeping {}",
-                path.display(),
-                t.nr_cpus(),
-                t.nodes().len(),
-                t.llcs().len(),
-                lab::topology::format_cpulist(&t.pinning().values().copied().collect::<Vec<_>>()),
-                if mirror.housekeeping.is_empty() {
-                    "none".to_string()
-                } else {
-                    lab::topology::format_cpulist(&mirror.housekeeping)
-                }
-            );
-        }
+    let written = lab::host_topology::write_mirror(&args.into())?;
+    match written.summary() {
+        Some(line) => eprintln!("{line}"),
+        None => print!("{}", written.mirror.text),
     }
     Ok(0)
 }

@@ -488,6 +488,75 @@ pub fn resolve(devices: &mut [super::DeviceSpec], host: Option<&str>) -> Result<
     Ok(())
 }
 
+/// `lab host restore`: [`restore_all`] on this host's `/sys` for the journals in the lab's cache.
+pub fn restore_host() -> Result<Restoration> {
+    let cache = crate::cache::Cache::from_env()?;
+    Ok(Restoration(restore_all(
+        &Sysfs::host(),
+        &journal_dir(&cache),
+    )?))
+}
+
+/// What `lab host restore` did, a line per journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restoration(pub Vec<Replayed>);
+
+impl std::fmt::Display for Restoration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            writeln!(f, "nothing to restore")?;
+        }
+        for r in &self.0 {
+            writeln!(f, "{r}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `lab host show`: a host file's devices as this host has them. Reads only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostReport {
+    pub file: PathBuf,
+    pub description: String,
+    pub iommu_on: bool,
+    /// [`describe`] of each listed device.
+    pub devices: Vec<String>,
+}
+
+impl HostReport {
+    /// The devices of `file` as `sysfs` has them.
+    pub fn read(sysfs: &Sysfs, file: &HostFile) -> HostReport {
+        HostReport {
+            file: file.path.clone(),
+            description: file.description.clone(),
+            iommu_on: sysfs.iommu_on(),
+            devices: file.devices.values().map(|d| describe(sysfs, d)).collect(),
+        }
+    }
+
+    /// The host file `host` names (see [`HostFile::select`]) against this host's `/sys`.
+    pub fn this_host(host: Option<&str>) -> Result<HostReport> {
+        Ok(HostReport::read(&Sysfs::host(), &HostFile::select(host)?))
+    }
+}
+
+/// The file and its description, whether the IOMMU is on, then a line per device.
+impl std::fmt::Display for HostReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{} ({})", self.file.display(), self.description)?;
+        let iommu = if self.iommu_on {
+            "on"
+        } else {
+            "off (intel_iommu=on / amd_iommu=on)"
+        };
+        writeln!(f, "IOMMU: {iommu}")?;
+        for d in &self.devices {
+            writeln!(f, "{d}")?;
+        }
+        Ok(())
+    }
+}
+
 /// One line on a host file's device as this host has it (`lab host show`): whether the address
 /// exists and holds the listed ID, its driver, IOMMU group (and the group's other members) and
 /// what uses it. Reads only.

@@ -106,9 +106,40 @@ fn listing<S: Scenario>(s: &S) -> Result<Listing> {
     })
 }
 
+/// `lab scenarios`' block of one scenario: name and description, then its topology, default
+/// variants, parameters, primary metrics with their magnitudes, and every metric.
+impl std::fmt::Display for Listing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{}  {}", self.name, self.description)?;
+        writeln!(f, "  topology   {}", self.topology)?;
+        let variants: Vec<String> = self.variants.iter().map(|v| v.to_string()).collect();
+        writeln!(f, "  variants   {}", variants.join("  "))?;
+        writeln!(f, "  parameters {}", self.params)?;
+        for m in self.metrics.iter().filter(|m| m.primary) {
+            let unit = if m.unit.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", m.unit)
+            };
+            writeln!(
+                f,
+                "  primary    {}{unit}, smallest change that matters {}",
+                m.name, m.magnitude
+            )?;
+        }
+        let metrics: Vec<&str> = self.metrics.iter().map(|m| m.name.as_str()).collect();
+        writeln!(f, "  metrics    {}", metrics.join(", "))
+    }
+}
+
 /// Every shipped scenario with its defaults.
 pub fn list() -> Result<Vec<Listing>> {
     REGISTRY.iter().map(|(_, make)| make().listing()).collect()
+}
+
+/// What `lab scenarios` prints: every shipped scenario's [`Listing`], in registry order.
+pub fn list_text() -> Result<String> {
+    Ok(list()?.iter().map(Listing::to_string).collect())
 }
 
 /// One shipped scenario's defaults.
@@ -247,6 +278,28 @@ mod tests {
         assert!(err.contains("dma-wakeup"), "{err}");
         assert!(picture("dma-wakeup").is_some());
         assert!(picture("no-such").is_none());
+    }
+
+    #[test]
+    fn the_listing_shows_every_registered_scenario_with_its_primaries() {
+        let text = list_text().unwrap();
+        for (name, make) in REGISTRY {
+            let l = make().listing().unwrap();
+            assert!(
+                text.contains(&format!(
+                    "{name}  {}\n  topology   {}\n",
+                    l.description, l.topology
+                )),
+                "{name} missing:\n{text}"
+            );
+            for m in l.metrics.iter().filter(|m| m.primary) {
+                assert!(text.contains(&format!("  primary    {}", m.name)), "{text}");
+            }
+        }
+        assert_eq!(text.matches("\n  metrics    ").count(), REGISTRY.len());
+        let one = describe("dma-wakeup").unwrap().to_string();
+        assert!(one.starts_with("dma-wakeup  "), "{one}");
+        assert!(one.contains("\n  variants   v6.12  "), "{one}");
     }
 
     #[test]
