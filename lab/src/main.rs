@@ -403,42 +403,6 @@ fn main() {
     }
 }
 
-/// Marks the tests of a nextest JUnit report that skipped a part, and lists them.
-fn mark_junit_skips(file: &std::path::Path) -> Result<()> {
-    let skipped = lab::report::junit::mark_skips_in_file(file)?;
-    println!(
-        "{}: {} test(s) with skipped parts marked skipped",
-        file.display(),
-        skipped.len()
-    );
-    for test in skipped {
-        for line in test.lines {
-            println!("  {}: {line}", test.suite);
-        }
-    }
-    Ok(())
-}
-
-/// `lab test`: nextest installed where needed, the suite run, its skips marked. Runs on the
-/// main thread (see [`lab::nextest::run`]).
-fn test_suite(args: &[String]) -> Result<i32> {
-    let cargo = lab::nextest::cargo();
-    lab::nextest::ensure_installed(&cargo, &lab::nextest::repository_version()?)?;
-    let root = lab::repo_path("");
-    let run = lab::nextest::run(&cargo, &root, args)?;
-    let code = run.status.code().unwrap_or_else(|| {
-        use std::os::unix::process::ExitStatusExt;
-        128 + run.status.signal().unwrap_or(0)
-    });
-    if let Some(junit) = run.junit {
-        if let Err(e) = mark_junit_skips(&junit) {
-            eprintln!("lab: error: {e:#}");
-            return Ok(if code == 0 { 1 } else { code });
-        }
-    }
-    Ok(code)
-}
-
 async fn run(cli: Cli, started: Instant) -> Result<i32> {
     match cli.command {
         Cmd::Doctor => {
@@ -566,68 +530,32 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             ..
         } => {
             for file in files {
-                mark_junit_skips(&file)?;
+                print!("{}", lab::report::junit::mark_skips_in_file(&file)?);
             }
             Ok(0)
         }
-        Cmd::Test { args } => test_suite(&args),
+        Cmd::Test { args } => {
+            let run = lab::nextest::test_suite(&args)?;
+            match &run.skips {
+                Some(Ok(marked)) => print!("{marked}"),
+                Some(Err(e)) => eprintln!("lab: error: {e:#}"),
+                None => {}
+            }
+            Ok(run.exit_code())
+        }
         Cmd::Report {
             command: None,
             html,
             results,
         } => report(&results, html),
-        Cmd::Kernel { command } => {
+        Cmd::Kernel { command } => kernel(command).await,
+        Cmd::Lock {
+            command: LockCmd::Update,
+        } => {
             let cache = lab::cache::Cache::from_env()?;
-            let opts = lab::kernel::BuildOptions::default();
-            match command {
-                KernelCmd::Build { recipes } => {
-                    let recipes = if recipes.is_empty() {
-                        vec![lab::kernel::DEFAULT_RECIPE.to_string()]
-                    } else {
-                        recipes
-                    };
-                    for name in recipes {
-                        let built = tokio::task::spawn_blocking({
-                            let cache = cache.clone();
-                            let opts = opts.clone();
-                            move || lab::kernel::build(&cache, &name, &opts)
-                        })
-                        .await??;
-                        println!(
-                            "{} {} ({})",
-                            built.manifest.recipe,
-                            built.manifest.release,
-                            built.dir.display()
-                        );
-                    }
-                }
-                KernelCmd::List => print!("{}", lab::kernel::list_table(&cache)?),
-                KernelCmd::Gc {
-                    all,
-                    drop_trees,
-                    dry_run,
-                } => {
-                    let report = lab::kernel::gc_unused(&cache, &opts, all, drop_trees, dry_run)?;
-                    println!("{report:?}");
-                }
-            }
+            print!("{}", lab::debian::update_default_lock(&cache)?);
             Ok(0)
         }
-        Cmd::Lock { command } => match command {
-            LockCmd::Update => {
-                let cache = lab::cache::Cache::from_env()?;
-                let archive = lab::debian::Archive::open(&cache)?;
-                let path = lab::debian::LockFile::default_path();
-                let changes = lab::debian::update_lock(&archive, &path)?;
-                if changes.is_empty() {
-                    println!("{}: up to date", path.display());
-                }
-                for c in changes {
-                    println!("{c}");
-                }
-                Ok(0)
-            }
-        },
     }
 }
 
@@ -759,6 +687,33 @@ fn merge(
     print!("{}", merged.record.comparison().table());
     for line in merged.lines() {
         eprintln!("lab: {line}");
+    }
+    Ok(0)
+}
+
+/// `lab kernel build|list|gc`.
+async fn kernel(command: KernelCmd) -> Result<i32> {
+    let cache = lab::cache::Cache::from_env()?;
+    let opts = lab::kernel::BuildOptions::default();
+    match command {
+        KernelCmd::Build { recipes } => {
+            let built = tokio::task::spawn_blocking(move || {
+                lab::kernel::build_all(&cache, &recipes, &opts)
+            })
+            .await??;
+            for kernel in built {
+                println!("{kernel}");
+            }
+        }
+        KernelCmd::List => print!("{}", lab::kernel::list_table(&cache)?),
+        KernelCmd::Gc {
+            all,
+            drop_trees,
+            dry_run,
+        } => {
+            let report = lab::kernel::gc_unused(&cache, &opts, all, drop_trees, dry_run)?;
+            println!("{report:?}");
+        }
     }
     Ok(0)
 }
