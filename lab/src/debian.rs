@@ -864,6 +864,36 @@ pub fn resolve_bundle(
     Ok(resolved)
 }
 
+/// What `lab lock update` changed in the lock file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockUpdate {
+    pub path: PathBuf,
+    /// One line per changed package or bundle; empty: the lock was up to date.
+    pub changes: Vec<String>,
+}
+
+/// `PATH: up to date`, or a line per change.
+impl std::fmt::Display for LockUpdate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.changes.is_empty() {
+            writeln!(f, "{}: up to date", self.path.display())?;
+        }
+        for c in &self.changes {
+            writeln!(f, "{c}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `lab lock update`: the lock file ([`LockFile::default_path`]) re-resolved against today's
+/// archive, through `cache`'s apt state.
+pub fn update_default_lock(cache: &Cache) -> Result<LockUpdate> {
+    let archive = Archive::open(cache)?;
+    let path = LockFile::default_path();
+    let changes = update_lock(&archive, &path)?;
+    Ok(LockUpdate { path, changes })
+}
+
 /// Re-resolves every bundle in the lock against today's archive.
 pub fn update_lock(archive: &Archive, lock_path: &Path) -> Result<Vec<String>> {
     let mut lock = LockFile::load(lock_path)?;
@@ -1255,5 +1285,20 @@ mod tests {
         fs::write(&path, "[[bundle]]\nname = \"x\"\nbogus = 1\n").unwrap();
         let err = LockFile::load(&path).unwrap_err().to_string();
         assert!(err.contains("lock.toml") && err.contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn a_lock_update_says_what_changed_or_that_nothing_did() {
+        let path = PathBuf::from("images/lock.toml");
+        let none = LockUpdate {
+            path: path.clone(),
+            changes: Vec::new(),
+        };
+        assert_eq!(none.to_string(), "images/lock.toml: up to date\n");
+        let some = LockUpdate {
+            path,
+            changes: vec!["a: 1 -> 2".into(), "b: 3 -> 4".into()],
+        };
+        assert_eq!(some.to_string(), "a: 1 -> 2\nb: 3 -> 4\n");
     }
 }

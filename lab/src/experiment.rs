@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
@@ -455,7 +455,8 @@ impl<S: Scenario> Experiment<S> {
                 image,
             });
         }
-        let dir = run_dir(&self.results_root.join(crate::host::sanitize(&self.name)))?;
+        let dir =
+            crate::report::run_dir(&self.results_root.join(crate::host::sanitize(&self.name)))?;
         let seed = self.seed.unwrap_or_else(BootOrder::fresh_seed);
         let mut record = RunRecord::new(
             self.definition()?,
@@ -517,21 +518,12 @@ impl<S: Scenario> Experiment<S> {
         if let Some(next) = last {
             crate::progress::step(format!("{}: {next}", self.name));
         }
-        let table_path = dir.join("table.txt");
-        std::fs::write(&table_path, record.comparison().table())
-            .with_context(|| format!("writing {}", table_path.display()))?;
-        let html_path = match crate::report::html::write(&record, &record_path, None) {
-            Ok(path) => Some(path),
-            Err(e) => {
-                crate::progress::warn(format!("{}: no HTML report: {e:#}", self.name));
-                None
-            }
-        };
+        let outputs = record.write_outputs(&dir, None)?;
         Ok(Outcome {
             record,
-            record_path,
-            table_path,
-            html_path,
+            record_path: outputs.record,
+            table_path: outputs.table,
+            html_path: outputs.html,
             dir,
         })
     }
@@ -978,24 +970,6 @@ fn set_path(root: &mut Value, name: &str, new: Value) -> Result<()> {
     Ok(())
 }
 
-/// Creates `parent/<UTC time>-<unique>/`: a directory no other run shares.
-pub fn run_dir(parent: &Path) -> Result<PathBuf> {
-    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let stamp = humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs))
-        .to_string()
-        .replace(':', "");
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("{stamp}-"))
-        .rand_bytes(4)
-        .tempdir_in(parent)
-        .with_context(|| format!("creating a run directory in {}", parent.display()))?;
-    Ok(dir.keep())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1076,18 +1050,5 @@ mod tests {
         assert!(e.contains("start_cpu"), "{e}");
         let e = err(&[("start_cpu.x", "1")]);
         assert!(e.contains("is a value, not a table"), "{e}");
-    }
-
-    #[test]
-    fn run_dirs_are_unique_and_named_by_time() {
-        let root = tempfile::tempdir().unwrap();
-        let a = run_dir(root.path()).unwrap();
-        let b = run_dir(root.path()).unwrap();
-        assert_ne!(a, b);
-        let name = a.file_name().unwrap().to_string_lossy().to_string();
-        assert!(
-            name.starts_with("20") && name.contains('T') && !name.contains(':'),
-            "{name}"
-        );
     }
 }

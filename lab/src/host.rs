@@ -161,6 +161,17 @@ impl Lab {
         tokio::task::spawn_blocking(Lab::from_env).await?
     }
 
+    /// [`Lab::from_env_async`] under a progress task: what `lab doctor`, `prepare`, `run` and
+    /// `compare` wait on first (minutes on a fresh host).
+    /// Devices a killed lab left on vfio-pci go back to the host first
+    /// ([`Lab::restore_passthrough`]).
+    pub async fn ready() -> Result<Lab> {
+        let _task = crate::progress::Task::start("preparing QEMU, kernel and accelerator", None);
+        let lab = Lab::from_env_async().await?;
+        lab.restore_passthrough();
+        Ok(lab)
+    }
+
     pub fn default_kernel(&self) -> &BootKernel {
         &self.default_kernel
     }

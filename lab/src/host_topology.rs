@@ -327,6 +327,19 @@ impl HostTopology {
             .ok()
     }
 
+    /// The host-wide hugepage pools, one `2 MiB: FREE of TOTAL free` each (`lab doctor`: what
+    /// a topology with `hugepages` can take here); empty when the host has none.
+    pub fn hugepage_pools(&self) -> Vec<String> {
+        crate::topology::HUGEPAGE_SIZES
+            .iter()
+            .filter_map(|&page| {
+                let free = self.hugepages_count(None, page, "free_hugepages")?;
+                let total = self.hugepages_count(None, page, "nr_hugepages")?;
+                Some(format!("{}: {free} of {total} free", format_size(page)))
+            })
+            .collect()
+    }
+
     /// The host's LLCs as CPU lists, each listed once, ordered by package, node and lowest CPU.
     pub fn llcs(&self) -> Vec<Vec<u32>> {
         let mut seen = BTreeSet::new();
@@ -684,5 +697,8 @@ pub struct Mirror {
 }
 
 mod check;
+mod from_host;
 #[cfg(test)]
 mod tests;
+
+pub use from_host::{write_mirror, FromHost, MirrorWritten};

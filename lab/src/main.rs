@@ -1,389 +1,17 @@
-//! The `lab` command line: the same pipeline pieces the tests compose.
+//! The `lab` command line: its arguments (`cli.rs`) handed to one library function per verb,
+//! and what comes back printed. Everything else is in the library, where tests reach it.
 
+mod cli;
+
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::Parser;
 
-use lab::guest::GuestCommand;
+use cli::{BenchCmd, Cli, Cmd, HostCmd, KernelCmd, LockCmd, ReportCmd, TopologyCmd};
 use lab::topology::Topology;
-use lab::{BootOptions, Lab};
-
-#[derive(Parser)]
-#[command(
-    name = "lab",
-    version,
-    about = "Reproducible QEMU/KVM lab for scheduler, IRQ and NUMA behaviour"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Cmd,
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Show what this host offers: QEMU, accelerator, cache, kernels, topologies.
-    Doctor,
-    /// Provision everything tests and `compare` need (QEMU, the default kernels and guest image)
-    /// up front, with progress; later runs find it all in the cache.
-    Prepare {
-        /// Kernel recipes to build (default: every kernel of the shipped scenarios' default
-        /// comparisons, `lab scenarios`).
-        #[arg(long, num_args = 1..)]
-        kernels: Vec<String>,
-        /// Kernel recipes to build besides those (the test suite's setup adds the ptdma fix its
-        /// device tests boot).
-        #[arg(long, num_args = 1..)]
-        also: Vec<String>,
-        /// Guest images to build beside the default one, for the first kernel (the scenario
-        /// tests' `sched` and `storage`): built here once, not inside two tests at the same
-        /// time.
-        #[arg(long, default_values = ["sched", "storage"])]
-        images: Vec<String>,
-    },
-    /// Inspect the declared machine shapes.
-    Topology {
-        #[command(subcommand)]
-        command: TopologyCmd,
-    },
-    /// Boot a guest, run one command in it, print its output and exit with its status.
-    Run {
-        /// A topology file's name (topologies/NAME.toml).
-        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY, conflicts_with = "cpus")]
-        topology: String,
-        /// A plain shape without a topology file: N vCPUs (with --memory, and --nodes to split
-        /// them into NUMA nodes).
-        #[arg(long, value_name = "N", requires = "memory")]
-        cpus: Option<u32>,
-        /// The quick shape's memory, e.g. `1G` (split evenly over its nodes).
-        #[arg(long, value_name = "SIZE", requires = "cpus")]
-        memory: Option<String>,
-        /// The quick shape's NUMA nodes (default 1).
-        #[arg(long, value_name = "K", requires = "cpus", default_value_t = 1)]
-        nodes: u32,
-        /// Kernel recipe name (images/kernels/NAME.toml) or `debian` for Debian's prebuilt kernel.
-        #[arg(long)]
-        kernel: Option<String>,
-        /// Extra kernel command-line argument (repeatable).
-        #[arg(long = "cmdline")]
-        cmdline: Vec<String>,
-        /// Guest image recipe (images/guest/NAME.toml), e.g. `storage` for fio, mkfs.ext4 and
-        /// dmsetup.
-        #[arg(long)]
-        image: Option<String>,
-        /// A device for the guest (repeatable), in slot order: `nvme:queues=4,size=1G`,
-        /// `ioat:channels=2`, `ptdma`, `nic`, `passthrough:NAME` (a host file's device);
-        /// `irqV=CPULIST` pins vector V.
-        #[arg(long = "device")]
-        devices: Vec<lab::devices::DeviceSpec>,
-        /// The host file for `passthrough:NAME` devices: hosts/NAME.toml or a path (default:
-        /// LAB_HOST, else hosts/<hostname>.toml).
-        #[arg(long)]
-        host: Option<String>,
-        /// Seconds the command may run.
-        #[arg(long, default_value_t = 600)]
-        timeout: u64,
-        /// Write the run's phases (start-up, boot, command, shutdown; seconds) as JSON to FILE.
-        #[arg(long, value_name = "FILE")]
-        timings: Option<PathBuf>,
-        #[arg(required = true, last = true)]
-        command: Vec<String>,
-    },
-    /// The lab's speed, measured side by side. Without a subcommand: every row of the speed
-    /// targets (`run`, `kernel` and `suite` together).
-    #[command(args_conflicts_with_subcommands = true)]
-    Bench {
-        #[command(subcommand)]
-        command: Option<BenchCmd>,
-        /// Runs of each side of `lab run -- true` vs the hand-written QEMU line.
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
-        topology: String,
-        /// Build the default kernel and the one-patch variant now, into a temporary cache
-        /// (takes minutes: about ten on two cores), instead of reading the cache's manifests.
-        #[arg(long)]
-        cold: bool,
-    },
-    /// The shipped scenarios with their default variants, parameters and metrics.
-    Scenarios,
-    /// Run a scenario's variants side by side (interleaved boots, one boot per sample) and print
-    /// an LKP-style table. Without arguments: seed S1, v6.12 vs the wake_affine_idle revert.
-    Compare {
-        /// A shipped scenario (`lab scenarios`).
-        #[arg(default_value = "dma-wakeup")]
-        scenario: String,
-        /// A column, base first; two or more replace the scenario's defaults. Written
-        /// `[NAME=]KERNEL[@feature=F][@cmdline=ARG][@sysctl=KEY=VALUE][@set=PARAM=VALUE]...`,
-        /// e.g. `v6.12@feature=NO_RUN_TO_PARITY`.
-        #[arg(long = "variant", value_name = "VARIANT")]
-        variants: Vec<lab::variant::Variant>,
-        /// A scenario parameter for every variant, e.g. `placement=remote-node`,
-        /// `engine=ptdma`, `dmatest.polled=true` (a variant's own `@set=` wins).
-        #[arg(long = "set", value_name = "PARAM=VALUE", value_parser = parse_set)]
-        set: Vec<(String, String)>,
-        /// Exactly N boots per variant (one boot is one sample). Without it the run starts with
-        /// 4 per variant and adds boots while a primary verdict is UNKNOWN.
-        #[arg(long, value_name = "N", conflicts_with = "max_repetitions")]
-        repetitions: Option<usize>,
-        /// The most boots per variant an adaptive run may take (default 10).
-        #[arg(long, value_name = "N")]
-        max_repetitions: Option<usize>,
-        /// Decide the comparison on METRIC instead of the scenario's primary metric, with the
-        /// smallest change that matters in its unit (`=20`) or relative to the base (`=50%`);
-        /// repeat for several.
-        #[arg(long = "primary", value_name = "METRIC[=MAGNITUDE]", value_parser = parse_primary)]
-        primaries: Vec<(String, Option<lab::stats::Magnitude>)>,
-        /// The boot order's seed (recorded in every run; the same seed gives the same order).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Exit 0 when every primary verdict is SAME, 1 when one is DIFFERENT, and 125 when one
-        /// is UNKNOWN or the run failed (a kernel that does not build or boot): `git bisect
-        /// run`'s codes, with the base as good.
-        #[arg(long)]
-        exit_code: bool,
-        /// Topology (default: the scenario's).
-        #[arg(long)]
-        topology: Option<String>,
-        /// The comparison's name: results go to results/NAME/ (default: the scenario's name).
-        #[arg(long)]
-        name: Option<String>,
-        /// Replaces the scenario's devices in order (the first --device its device 0, ...)
-        /// with one of the same role, its IRQ masks kept: `passthrough:NAME` runs the scenario
-        /// on the host file's device instead of the emulated one.
-        #[arg(long = "device", value_name = "SPEC")]
-        devices: Vec<lab::devices::DeviceSpec>,
-        /// The host file for `passthrough:NAME` devices: hosts/NAME.toml or a path (default:
-        /// LAB_HOST, else hosts/<hostname>.toml).
-        #[arg(long)]
-        host: Option<String>,
-    },
-    /// The host devices the lab may pass through to guests (hosts/NAME.toml).
-    Host {
-        #[command(subcommand)]
-        command: HostCmd,
-    },
-    /// Print the stored comparison tables (under results/, or the RESULTS given); with
-    /// `--html`, write each record's page next to it (record.json -> record.html).
-    #[command(args_conflicts_with_subcommands = true)]
-    Report {
-        #[command(subcommand)]
-        command: Option<ReportCmd>,
-        /// Write a self-contained HTML page per record and print its path.
-        #[arg(long)]
-        html: bool,
-        /// Record files or directories to search for them (default: results/).
-        #[arg(value_name = "RESULTS")]
-        results: Vec<PathBuf>,
-    },
-    /// Kernel recipes and their cached builds.
-    Kernel {
-        #[command(subcommand)]
-        command: KernelCmd,
-    },
-    /// The lab's own test suite: `cargo nextest run --workspace ARGS` in this checkout, with
-    /// cargo-nextest installed first where it is missing (the version `.config/nextest.toml`
-    /// names), then the tests that skipped a part marked skipped in the run's JUnit report.
-    /// Exits with nextest's status.
-    Test {
-        /// Passed to `cargo nextest run --workspace`, e.g. `--profile ci`, `-E 'binary(vm)'`.
-        #[arg(
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "NEXTEST_ARGS"
-        )]
-        args: Vec<String>,
-    },
-    /// The lock file of pinned Debian packages.
-    Lock {
-        #[command(subcommand)]
-        command: LockCmd,
-    },
-}
-
-#[derive(Subcommand)]
-enum HostCmd {
-    /// Give host devices a killed lab left on vfio-pci back to their drivers (its journals in
-    /// the cache); devices a running lab holds are left alone. Idempotent.
-    Restore,
-    /// The host file's devices and their state here: ID, driver, IOMMU group, what uses them.
-    Show {
-        /// hosts/NAME.toml or a path (default: LAB_HOST, else hosts/<hostname>.toml).
-        #[arg(long)]
-        host: Option<String>,
-    },
-}
-
-#[derive(Subcommand)]
-enum TopologyCmd {
-    /// List the shipped topologies.
-    List,
-    /// Show one topology as a table, with the QEMU mapping used.
-    Show { name: String },
-    /// Write a topology mirroring this host (nodes, LLCs, SMT, distances), every vCPU pinned to
-    /// the host CPU it mirrors and node memory bound to its host node.
-    FromHost(FromHostArgs),
-}
-
-#[derive(clap::Args)]
-struct FromHostArgs {
-    /// The directory read as /sys (a model or captured tree, e.g. lab/tests/fixtures/hosts/NAME).
-    #[arg(long, default_value = "/sys")]
-    sysfs: PathBuf,
-    /// At most this many vCPUs: the first cores of every LLC are dropped (and left to QEMU's
-    /// other threads and the device models) until it fits.
-    #[arg(long)]
-    max_cpus: Option<u32>,
-    /// The topology's name (default: the output file's name, else `host`).
-    #[arg(long)]
-    name: Option<String>,
-    /// Memory per NUMA node (bytes or K/M/G/T).
-    #[arg(long, default_value = "2G")]
-    memory: String,
-    /// Back guest memory with host hugepages of this size (`2M` or `1G`; reserved on the
-    /// host beforehand, checked before each boot).
-    #[arg(long, value_name = "SIZE")]
-    hugepages: Option<String>,
-    /// QEMU -cpu model (default by vendor: Skylake-Server-v4, EPYC-v4, else qemu64; `host`
-    /// boots only under KVM).
-    #[arg(long)]
-    cpu_model: Option<String>,
-    /// Write the file here (refused if it exists, unless --force); default: standard output.
-    #[arg(short = 'o', long)]
-    output: Option<PathBuf>,
-    #[arg(long)]
-    force: bool,
-}
-
-#[derive(Subcommand)]
-enum BenchCmd {
-    /// Boot-to-first-command time of the lab vs a hand-written QEMU command line.
-    Boot {
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
-        topology: String,
-    },
-    /// `lab run -- true` as a whole process vs a hand-written QEMU line that boots the same
-    /// kernel and initramfs, runs `true` and powers off; the lab's overhead and its phases.
-    Run {
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
-        topology: String,
-    },
-    /// Kernel build times: the default kernel cold and a one-patch variant from its tree.
-    Kernel {
-        /// Build both now, into a temporary cache (minutes), instead of reading manifests.
-        #[arg(long)]
-        cold: bool,
-        #[arg(long, default_value = lab::kernel::DEFAULT_RECIPE)]
-        base: String,
-        #[arg(long, default_value = lab::bench::kernel::DEFAULT_VARIANT)]
-        variant: String,
-    },
-    /// The last nextest run's wall time, per-binary sums and slowest tests (its JUnit report).
-    Suite {
-        /// The nextest profile (default: every profile with a report).
-        #[arg(long)]
-        profile: Option<String>,
-        /// How many of the slowest tests to list.
-        #[arg(long, default_value_t = lab::bench::suite::SLOWEST)]
-        slowest: usize,
-    },
-}
-
-/// `PARAM=VALUE` of `--set`.
-/// `git bisect run`'s "cannot test this commit".
-const BISECT_SKIP: i32 = 125;
-
-/// `--exit-code`: 1 when a primary verdict is DIFFERENT, else 125 when one is UNKNOWN (or
-/// missing), else 0 (every one SAME).
-fn verdict_exit_code(c: &lab::report::Comparison) -> i32 {
-    use lab::stats::Decision;
-    let decisions: Vec<Option<Decision>> = c
-        .verdicts()
-        .into_iter()
-        .map(|(_, _, v)| v.ok().map(|v| v.decision))
-        .collect();
-    if decisions.contains(&Some(Decision::Different)) {
-        1
-    } else if decisions.is_empty() || decisions.iter().any(|d| d != &Some(Decision::Same)) {
-        BISECT_SKIP
-    } else {
-        0
-    }
-}
-
-fn parse_primary(text: &str) -> Result<(String, Option<lab::stats::Magnitude>), String> {
-    match text.split_once('=') {
-        None if !text.is_empty() => Ok((text.to_string(), None)),
-        Some((metric, magnitude)) if !metric.is_empty() => {
-            Ok((metric.to_string(), Some(magnitude.parse()?)))
-        }
-        _ => Err(format!("{text:?}: write METRIC or METRIC=MAGNITUDE")),
-    }
-}
-
-fn parse_set(text: &str) -> Result<(String, String), String> {
-    match text.split_once('=') {
-        Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(format!("{text:?}: write PARAM=VALUE")),
-    }
-}
-
-#[derive(Subcommand)]
-enum ReportCmd {
-    /// Combine records of the same comparison from several machines or CI shards into one
-    /// (every boot of every record), refusing records whose kernel, topology, accelerator or
-    /// parameters differ unless grouped by that field.
-    Merge {
-        /// Run directories, results directories (searched for record.json) or record files.
-        #[arg(required = true, value_name = "DIR")]
-        dirs: Vec<PathBuf>,
-        /// Let records differ in this field (kernel, topology, accelerator, parameters): each
-        /// of its values gets its own columns.
-        #[arg(long = "group-by", value_name = "FIELD")]
-        group_by: Vec<lab::report::merge::Field>,
-        /// Where the merged record, table and page go (default: a new directory under
-        /// results/<comparison>/).
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
-    /// Mark the tests that passed with parts skipped here (their LAB-SKIP lines: no KVM, a
-    /// missing host tool) as skipped in nextest JUnit reports, in place, and list them.
-    JunitSkips {
-        #[arg(required = true, value_name = "JUNIT_XML")]
-        files: Vec<PathBuf>,
-    },
-}
-
-#[derive(Subcommand)]
-enum KernelCmd {
-    /// Build a recipe (and its base) into the cache.
-    Build { recipes: Vec<String> },
-    /// List cached kernels.
-    List,
-    /// Remove cached kernels no current recipe uses.
-    Gc {
-        /// Remove every cached kernel.
-        #[arg(long)]
-        all: bool,
-        /// Also drop the object trees of kept kernels (variants then build cold).
-        #[arg(long)]
-        drop_trees: bool,
-        /// Only say what would be removed.
-        #[arg(long)]
-        dry_run: bool,
-    },
-}
-
-#[derive(Subcommand)]
-enum LockCmd {
-    /// Re-resolve every locked bundle against today's archive and rewrite the lock.
-    Update,
-}
 
 fn main() {
     let started = Instant::now();
@@ -409,106 +37,25 @@ fn main() {
     }
 }
 
-/// Marks the tests of a nextest JUnit report that skipped a part, and lists them.
-fn mark_junit_skips(file: &std::path::Path) -> Result<()> {
-    let skipped = lab::report::junit::mark_skips_in_file(file)?;
-    println!(
-        "{}: {} test(s) with skipped parts marked skipped",
-        file.display(),
-        skipped.len()
-    );
-    for test in skipped {
-        for line in test.lines {
-            println!("  {}: {line}", test.suite);
-        }
-    }
-    Ok(())
-}
-
-/// `lab test`: nextest installed where needed, the suite run, its skips marked. Runs on the
-/// main thread (see [`lab::nextest::run`]).
-fn test_suite(args: &[String]) -> Result<i32> {
-    let cargo = lab::nextest::cargo();
-    lab::nextest::ensure_installed(&cargo, &lab::nextest::repository_version()?)?;
-    let root = lab::repo_path("");
-    let run = lab::nextest::run(&cargo, &root, args)?;
-    let code = run.status.code().unwrap_or_else(|| {
-        use std::os::unix::process::ExitStatusExt;
-        128 + run.status.signal().unwrap_or(0)
-    });
-    if let Some(junit) = run.junit {
-        if let Err(e) = mark_junit_skips(&junit) {
-            eprintln!("lab: error: {e:#}");
-            return Ok(if code == 0 { 1 } else { code });
-        }
-    }
-    Ok(code)
-}
-
-async fn lab_ready() -> Result<Lab> {
-    let _task = lab::progress::Task::start("preparing QEMU, kernel and accelerator", None);
-    let lab = Lab::from_env_async().await?;
-    // Devices a killed lab left on vfio-pci go back to the host first.
-    lab.restore_passthrough();
-    Ok(lab)
-}
-
+/// Runs one verb; its exit code. Runs on the main thread (`block_on`), which `lab test` needs
+/// (see [`lab::nextest::run`]).
 async fn run(cli: Cli, started: Instant) -> Result<i32> {
     match cli.command {
-        Cmd::Doctor => doctor().await,
+        Cmd::Doctor => print!("{}", lab::doctor::Doctor::examine().await?),
         Cmd::Prepare {
             kernels,
             also,
             images,
         } => {
-            let started = Instant::now();
-            let mut kernels = if kernels.is_empty() {
-                lab::scenarios::default_kernels()?
-            } else {
-                kernels
+            let request = lab::prepare::Request {
+                kernels,
+                also,
+                images,
             };
-            kernels.extend(
-                also.into_iter()
-                    .filter(|k| !kernels.contains(k))
-                    .collect::<Vec<_>>(),
-            );
-            let lab = lab_ready().await?;
-            let mut first = None;
-            for name in kernels {
-                let ready = lab.prepare(&lab::variant::Variant::kernel(&name)).await?;
-                let image = lab
-                    .image_for(lab::host::DEFAULT_IMAGE, &ready.kernel)
-                    .await?;
-                println!("{name}: {} (image {})", ready.kernel.release, image.hash);
-                first.get_or_insert((name, ready.kernel));
-            }
-            if let Some((name, kernel)) = first {
-                for recipe in images {
-                    let image = lab.image_for(&recipe, &kernel).await?;
-                    println!("image {recipe} for {name}: {}", image.hash);
-                }
-            }
-            println!(
-                "prepared in {:.0?} ({})",
-                started.elapsed(),
-                lab.accel.name()
-            );
-            Ok(0)
+            build_device_model()?;
+            print!("{}", lab::prepare::prepare(&request).await?);
         }
-        Cmd::Topology { command } => match command {
-            TopologyCmd::List => {
-                for name in Topology::list()? {
-                    let t = Topology::by_name(&name)?;
-                    println!("{name:<20} {:>3} vCPUs  {}", t.nr_cpus(), t.description());
-                }
-                Ok(0)
-            }
-            TopologyCmd::Show { name } => {
-                print!("{}", Topology::by_name(&name)?.render_table());
-                Ok(0)
-            }
-            TopologyCmd::FromHost(args) => topology_from_host(args),
-        },
+        Cmd::Topology { command } => topology(command)?,
         Cmd::Run {
             topology,
             cpus,
@@ -523,114 +70,41 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             timings,
             command,
         } => {
-            // A bad passthrough name fails before QEMU or a kernel is prepared.
-            let mut devices = devices;
-            lab::devices::resolve(&mut devices, host.as_deref())?;
-            // A quick shape is checked before QEMU or a kernel is prepared, like a file.
-            let shape = match (cpus, &memory) {
-                (Some(cpus), Some(memory)) => {
-                    Some(lab::topology::Topology::quick(cpus, memory, nodes)?)
-                }
-                _ => None,
-            };
-            let topology = shape.as_ref().map_or(topology, |t| t.name().to_string());
-            let mut phases = lab::bench::run::RunTimings::default();
-            let lab = lab_ready().await?;
-            phases.ready_s = started.elapsed().as_secs_f64();
-            let booting = Instant::now();
-            let mut opts = BootOptions::named("lab-run").topology(&topology);
-            opts.shape = shape;
-            opts.cmdline = cmdline;
-            opts.image = image;
-            opts.devices = devices;
-            if let Some(name) = kernel {
-                // The recipe's [boot] settings too, as a comparison boots it.
-                let ready = lab.prepare(&lab::variant::Variant::kernel(&name)).await?;
-                opts = opts.ready_kernel(ready);
-            }
-            let task = lab::progress::Task::start(
-                format!("booting {topology} ({})", lab.accel.name()),
-                None,
-            );
-            let vm = lab.boot(opts).await;
-            drop(task);
-            let vm = vm?;
-            phases.boot_s = vm.boot_time.as_secs_f64();
-            phases.to_qemu_s = booting.elapsed().as_secs_f64() - phases.boot_s;
-            eprintln!(
-                "lab: {} booted in {:.1?} ({}, kernel {})",
+            let request = lab::run::Request {
+                started,
                 topology,
-                vm.boot_time,
-                lab.accel.name(),
-                vm.hello.kernel_release
-            );
-            // Devices are bound and pinned as an experiment does, and their vectors shown.
-            for device in lab::devices::bind_and_pin(&vm, vm.devices()).await? {
-                eprintln!(
-                    "lab: device {} at {} bound by {}",
-                    device.index, device.pci_address, device.driver
-                );
-                for v in &device.vectors {
-                    eprintln!(
-                        "lab:   vector {} IRQ {}{} affinity {} effective {}",
-                        v.vector,
-                        v.irq,
-                        if v.managed { " (managed)" } else { "" },
-                        lab::topology::format_cpulist(&v.affinity),
-                        lab::topology::format_cpulist(&v.effective)
-                    );
-                }
+                cpus,
+                memory,
+                nodes,
+                kernel,
+                cmdline,
+                image,
+                devices,
+                host,
+                command,
+                timeout: Duration::from_secs(timeout),
+            };
+            if !request.devices.is_empty() {
+                build_device_model()?;
             }
-            let mut cmd = GuestCommand::new(command);
-            cmd.timeout = Duration::from_secs(timeout);
-            let exec_started = Instant::now();
-            let out = vm.exec(&cmd).await?;
-            phases.command_s = exec_started.elapsed().as_secs_f64();
-            phases.command_in_guest_s = out.duration.as_secs_f64();
-            use std::io::Write;
-            std::io::stdout().write_all(&out.stdout)?;
-            std::io::stderr().write_all(&out.stderr)?;
-            let code = out.exit_code();
-            let stopping = Instant::now();
-            vm.shutdown().await?;
-            phases.shutdown_s = stopping.elapsed().as_secs_f64();
-            phases.total_s = started.elapsed().as_secs_f64();
-            tracing::debug!(?phases, "lab run");
+            let outcome = lab::run::run(request).await?;
+            for line in &outcome.devices {
+                eprintln!("lab: {line}");
+            }
+            std::io::stdout().write_all(&outcome.stdout)?;
+            std::io::stderr().write_all(&outcome.stderr)?;
             if let Some(path) = timings {
-                std::fs::write(&path, serde_json::to_string_pretty(&phases)?)
-                    .with_context(|| format!("writing {}", path.display()))?;
+                outcome.timings.write_json(&path)?;
             }
-            Ok(code)
+            return Ok(outcome.exit_code);
         }
         Cmd::Bench {
             command,
             runs,
             topology,
             cold,
-        } => bench(command, runs, &topology, cold).await,
-        Cmd::Scenarios => {
-            for l in lab::scenarios::list()? {
-                println!("{}  {}", l.name, l.description);
-                println!("  topology   {}", l.topology);
-                let variants: Vec<String> = l.variants.iter().map(|v| v.to_string()).collect();
-                println!("  variants   {}", variants.join("  "));
-                println!("  parameters {}", l.params);
-                for m in l.metrics.iter().filter(|m| m.primary) {
-                    let unit = if m.unit.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", m.unit)
-                    };
-                    println!(
-                        "  primary    {}{unit}, smallest change that matters {}",
-                        m.name, m.magnitude
-                    );
-                }
-                let metrics: Vec<&str> = l.metrics.iter().map(|m| m.name.as_str()).collect();
-                println!("  metrics    {}", metrics.join(", "));
-            }
-            Ok(0)
-        }
+        } => bench(command, runs, &topology, cold).await?,
+        Cmd::Scenarios => print!("{}", lab::scenarios::list_text()?),
         Cmd::Compare {
             scenario,
             variants,
@@ -645,15 +119,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             devices,
             host,
         } => {
-            if variants.len() == 1 {
-                anyhow::bail!(
-                    "one --variant given: a comparison needs two or more (base first), or none for the scenario's defaults"
-                );
-            }
-            // A bad passthrough name fails here, before QEMU or a kernel is prepared.
-            let mut devices = devices;
-            lab::devices::resolve(&mut devices, host.as_deref())?;
-            let request = lab::scenarios::Request {
+            let mut request = lab::scenarios::Request {
                 scenario,
                 variants,
                 repetitions,
@@ -667,489 +133,246 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 devices,
                 host,
             };
-            // Unknown scenarios and bad parameters fail before QEMU or a kernel is prepared.
-            lab::scenarios::describe(&request.scenario)?;
-            let lab = lab_ready().await?;
-            let outcome = match lab::scenarios::compare(&lab, &request).await {
-                Ok(outcome) => outcome,
-                Err(e) if exit_code => {
-                    eprintln!("lab: error: {e:#}");
-                    eprintln!("lab: exit 125: the comparison could not be made");
-                    return Ok(BISECT_SKIP);
-                }
-                Err(e) => return Err(e),
-            };
-            print!("{}", outcome.comparison().table());
-            eprintln!(
-                "lab: record {}\nlab: table {}",
-                outcome.record_path.display(),
-                outcome.table_path.display(),
-            );
-            if let Some(html) = &outcome.html_path {
-                eprintln!("lab: report {}", html.display());
-            }
-            if !lab.on_kvm() {
-                eprintln!(
-                    "lab: throughput metrics are not meaningful under {}; placement and counters are",
-                    lab.accel.name()
-                );
-            }
-            Ok(if exit_code {
-                verdict_exit_code(outcome.comparison())
-            } else {
-                0
-            })
+            build_device_model()?;
+            return compare(&mut request, exit_code).await;
         }
-        Cmd::Host { command } => host(command),
+        Cmd::Host { command } => match command {
+            HostCmd::Restore => print!(
+                "{}",
+                lab::devices::passthrough::restore_host(
+                    &lab::cache::Cache::from_env()?,
+                    &lab::devices::sysfs::Sysfs::host()
+                )?
+            ),
+            HostCmd::Show { host } => print!(
+                "{}",
+                lab::devices::passthrough::HostReport::this_host(host.as_deref())?
+            ),
+        },
         Cmd::Report {
-            command:
-                Some(ReportCmd::Merge {
-                    dirs,
-                    group_by,
-                    out,
-                }),
+            command: Some(command),
             ..
-        } => merge(&dirs, &group_by, out),
-        Cmd::Report {
-            command: Some(ReportCmd::JunitSkips { files }),
-            ..
-        } => {
-            for file in files {
-                mark_junit_skips(&file)?;
-            }
-            Ok(0)
-        }
-        Cmd::Test { args } => test_suite(&args),
+        } => report_command(command)?,
         Cmd::Report {
             command: None,
             html,
             results,
-        } => report(&results, html),
-        Cmd::Kernel { command } => {
-            let cache = lab::cache::Cache::from_env()?;
-            let opts = lab::kernel::BuildOptions::default();
-            match command {
-                KernelCmd::Build { recipes } => {
-                    let recipes = if recipes.is_empty() {
-                        vec![lab::kernel::DEFAULT_RECIPE.to_string()]
-                    } else {
-                        recipes
-                    };
-                    for name in recipes {
-                        let built = tokio::task::spawn_blocking({
-                            let cache = cache.clone();
-                            let opts = opts.clone();
-                            move || lab::kernel::build(&cache, &name, &opts)
-                        })
-                        .await??;
-                        println!(
-                            "{} {} ({})",
-                            built.manifest.recipe,
-                            built.manifest.release,
-                            built.dir.display()
-                        );
-                    }
-                }
-                KernelCmd::List => print!("{}", lab::kernel::list_table(&cache)?),
-                KernelCmd::Gc {
-                    all,
-                    drop_trees,
-                    dry_run,
-                } => {
-                    let report = lab::kernel::gc_unused(&cache, &opts, all, drop_trees, dry_run)?;
-                    println!("{report:?}");
-                }
+        } => report(results, html)?,
+        Cmd::Kernel { command } => kernel(command).await?,
+        Cmd::Test { args } => {
+            let run = lab::nextest::test_suite(&args)?;
+            match &run.skips {
+                Some(Ok(marked)) => print!("{marked}"),
+                Some(Err(e)) => eprintln!("lab: error: {e:#}"),
+                None => {}
             }
-            Ok(0)
+            return Ok(run.exit_code());
         }
-        Cmd::Lock { command } => match command {
-            LockCmd::Update => {
-                let cache = lab::cache::Cache::from_env()?;
-                let archive = lab::debian::Archive::open(&cache)?;
-                let path = lab::debian::LockFile::default_path();
-                let changes = lab::debian::update_lock(&archive, &path)?;
-                if changes.is_empty() {
-                    println!("{}: up to date", path.display());
-                }
-                for c in changes {
-                    println!("{c}");
-                }
-                Ok(0)
-            }
-        },
+        Cmd::Lock {
+            command: LockCmd::Update,
+        } => {
+            let cache = lab::cache::Cache::from_env()?;
+            print!("{}", lab::debian::update_default_lock(&cache)?);
+        }
     }
+    Ok(0)
 }
 
-/// `lab host restore|show`.
-fn host(command: HostCmd) -> Result<i32> {
-    use lab::devices::{passthrough, sysfs::Sysfs};
-    let sysfs = Sysfs::host();
+/// `lab topology list|show|from-host`.
+fn topology(command: TopologyCmd) -> Result<()> {
     match command {
-        HostCmd::Restore => {
-            let cache = lab::cache::Cache::from_env()?;
-            let done = passthrough::restore_all(&sysfs, &passthrough::journal_dir(&cache))?;
-            if done.is_empty() {
-                println!("nothing to restore");
-            }
-            for r in done {
-                println!("{r}");
+        TopologyCmd::List => {
+            for name in Topology::list()? {
+                let t = Topology::by_name(&name)?;
+                println!("{name:<20} {:>3} vCPUs  {}", t.nr_cpus(), t.description());
             }
         }
-        HostCmd::Show { host } => {
-            let file = lab::hosts::HostFile::select(host.as_deref())?;
-            println!("{} ({})", file.path.display(), file.description);
-            println!(
-                "IOMMU: {}",
-                if sysfs.iommu_on() {
-                    "on"
-                } else {
-                    "off (intel_iommu=on / amd_iommu=on)"
-                }
-            );
-            for d in file.devices.values() {
-                println!("{}", passthrough::describe(&sysfs, d));
+        TopologyCmd::Show { name } => print!("{}", Topology::by_name(&name)?.render_table()),
+        TopologyCmd::FromHost(args) => {
+            let written = lab::host_topology::write_mirror(&args.into())?;
+            match written.summary() {
+                Some(line) => eprintln!("{line}"),
+                None => print!("{}", written.mirror.text),
             }
         }
     }
-    Ok(0)
+    Ok(())
 }
 
-/// `lab bench [SUBCOMMAND]`: measures through the library, prints here.
-/// `lab topology from-host`: the mirror of a host (or a sysfs tree of one) as a topology file.
-fn topology_from_host(args: FromHostArgs) -> Result<i32> {
-    let FromHostArgs {
-        sysfs,
-        max_cpus,
-        name,
-        memory,
-        hugepages,
-        cpu_model,
-        output,
-        force,
-    } = args;
-    use lab::host_topology::{HostTopology, MirrorOptions};
-    let stem = output
-        .as_ref()
-        .and_then(|o| o.file_stem())
-        .and_then(|s| s.to_str())
-        .map(str::to_string);
-    if let (Some(name), Some(stem)) = (&name, &stem) {
-        if name != stem {
-            anyhow::bail!(
-                "--name {name:?} differs from the output file's name {stem:?}: lab finds topologies by file name, so the two must agree"
-            );
+/// `lab compare`: the table on standard output, where the files went on standard error; with
+/// `--exit-code`, `git bisect run`'s codes.
+async fn compare(request: &mut lab::scenarios::Request, exit_code: bool) -> Result<i32> {
+    // One variant, a bad passthrough device or an unknown scenario fails before QEMU or a
+    // kernel is prepared.
+    request.check()?;
+    let lab = lab::Lab::ready().await?;
+    let outcome = match lab::scenarios::compare(&lab, request).await {
+        Ok(outcome) => outcome,
+        Err(e) if exit_code => {
+            eprintln!("lab: error: {e:#}");
+            eprintln!("lab: exit 125: the comparison could not be made");
+            return Ok(lab::report::BISECT_SKIP);
         }
+        Err(e) => return Err(e),
+    };
+    print!("{}", outcome.comparison().table());
+    eprintln!(
+        "lab: record {}\nlab: table {}",
+        outcome.record_path.display(),
+        outcome.table_path.display(),
+    );
+    if let Some(html) = &outcome.html_path {
+        eprintln!("lab: report {}", html.display());
     }
-    let name = name.or(stem).unwrap_or_else(|| "host".to_string());
-    let node_memory =
-        lab::topology::parse_size(&memory).map_err(|e| anyhow::anyhow!("--memory: {e}"))?;
-    let host = HostTopology::read(&sysfs)?;
-    let mut options = MirrorOptions::named(&name);
-    options.file = output.clone();
-    options.max_cpus = max_cpus;
-    options.node_memory = Some(node_memory);
-    options.cpu_model = cpu_model;
-    options.hugepages = hugepages;
-    let mirror = host.mirror(&options)?;
-    match output {
-        None => print!("{}", mirror.text),
-        Some(path) => {
-            if path.exists() && !force {
-                anyhow::bail!("{} exists; pass --force to replace it", path.display());
-            }
-            std::fs::write(&path, &mirror.text)
-                .with_context(|| format!("writing {}", path.display()))?;
-            // What `lab` will read back, name included.
-            Topology::load(&path)?;
-            let t = &mirror.topology;
-            eprintln!(
-                "wrote {}: {} vCPUs in {} node(s), {} LLC(s), pinned to host CPUs {}; housekeeping {}",
-                path.display(),
-                t.nr_cpus(),
-                t.nodes().len(),
-                t.llcs().len(),
-                lab::topology::format_cpulist(&t.pinning().values().copied().collect::<Vec<_>>()),
-                if mirror.housekeeping.is_empty() {
-                    "none".to_string()
-                } else {
-                    lab::topology::format_cpulist(&mirror.housekeeping)
-                }
-            );
-        }
+    if !lab.on_kvm() {
+        eprintln!(
+            "lab: throughput metrics are not meaningful under {}; placement and counters are",
+            lab.accel.name()
+        );
     }
-    Ok(0)
+    Ok(if exit_code {
+        outcome.comparison().bisect_exit_code()
+    } else {
+        0
+    })
 }
 
-async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: bool) -> Result<i32> {
+/// `lab bench [SUBCOMMAND]`: measured in the library, printed here.
+async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: bool) -> Result<()> {
     let exe = std::env::current_exe().context("finding the lab binary to benchmark")?;
-    match command {
+    let text = match command {
         Some(BenchCmd::Boot { runs, topology }) => {
-            print!("{}", lab::bench::boot(runs, &topology).await?.render());
+            lab::bench::boot(runs, &topology).await?.render()
         }
-        Some(BenchCmd::Run { runs, topology }) => {
-            let mut host = lab::bench::HostNote::start();
-            let bench = lab::bench::run::run(&exe, runs, &topology).await?;
-            host.finish();
-            println!("lab bench run: {}", host.text());
-            print!("{}", bench.render());
-        }
+        Some(BenchCmd::Run { runs, topology }) => lab::bench::run_report(&exe, runs, &topology)
+            .await?
+            .render(),
         Some(BenchCmd::Kernel {
             cold,
             base,
             variant,
-        }) => {
-            print!(
-                "{}",
-                kernel_times(&exe, cold, &base, &variant).await?.render()
-            );
-        }
-        Some(BenchCmd::Suite { profile, slowest }) => {
-            let cache = lab::cache::Cache::from_env()?;
-            let results = lab::host::results_root();
-            let runs = match profile {
-                Some(p) => {
-                    let path = lab::bench::suite::junit_path(&p);
-                    vec![lab::bench::suite::read(&p, &path, &cache, &results)?]
-                }
-                None => lab::bench::suite::last_runs(&cache, &results)?,
-            };
-            if runs.is_empty() {
-                anyhow::bail!(
-                    "no nextest JUnit report (looked for {}): run `cargo nextest run --workspace` first",
-                    lab::bench::suite::PROFILES
-                        .iter()
-                        .map(|p| lab::bench::suite::junit_path(p).display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-            for (i, run) in runs.iter().enumerate() {
-                if i > 0 {
-                    println!();
-                }
-                print!("{}", run.render(slowest));
-            }
-        }
-        None => {
-            let mut host = lab::bench::HostNote::start();
-            let run = lab::bench::run::run(&exe, runs, topology).await?;
-            let kernels = kernel_times(
-                &exe,
-                cold,
-                lab::kernel::DEFAULT_RECIPE,
-                lab::bench::kernel::DEFAULT_VARIANT,
-            )
-            .await?;
-            let cache = lab::cache::Cache::from_env()?;
-            let suites = lab::bench::suite::last_runs(&cache, &lab::host::results_root())?;
-            host.finish();
-            let overview = lab::bench::Overview {
-                host,
-                run,
-                kernels,
-                suites,
-            };
-            print!("{}", overview.render());
-        }
-    }
-    Ok(0)
-}
-
-async fn kernel_times(
-    exe: &std::path::Path,
-    cold: bool,
-    base: &str,
-    variant: &str,
-) -> Result<lab::bench::kernel::KernelTimes> {
-    let cache = lab::cache::Cache::from_env()?;
-    if cold {
-        lab::bench::kernel::cold(&cache, exe, base, variant).await
-    } else {
-        let (base, variant) = (base.to_string(), variant.to_string());
-        tokio::task::spawn_blocking(move || lab::bench::kernel::from_cache(&cache, &base, &variant))
+        }) => lab::bench::kernel::times(&exe, cold, &base, &variant)
             .await?
-    }
+            .render(),
+        Some(BenchCmd::Suite { profile, slowest }) => {
+            let runs = lab::bench::suite::reports(profile.as_deref())?;
+            lab::bench::suite::render_all(&runs, slowest)
+        }
+        None => lab::bench::overview(&exe, runs, topology, cold)
+            .await?
+            .render(),
+    };
+    print!("{text}");
+    Ok(())
 }
 
-/// `lab report [--html] [RESULTS...]`: every record's table, or its page.
-fn report(results: &[PathBuf], html: bool) -> Result<i32> {
+/// `lab report [--html] [RESULTS...]`: every stored record's table, or its page.
+fn report(results: Vec<PathBuf>, html: bool) -> Result<()> {
     let roots = if results.is_empty() {
         vec![lab::host::results_root()]
     } else {
-        results.to_vec()
+        results
     };
     let mut found = 0;
-    for root in &roots {
-        let files = if root.is_file() {
-            vec![root.clone()]
-        } else {
-            walk_json(root)
-        };
-        for entry in files {
-            let record = match lab::report::RunRecord::read_json(&entry) {
-                Ok(record) => record,
-                // Named explicitly: a bad record is an error; found by searching: skipped.
-                Err(e) if root == &entry => return Err(e),
-                Err(e) => {
-                    eprintln!("lab: skipping {}: {e:#}", entry.display());
-                    continue;
-                }
-            };
+    for shown in lab::report::stored::show(&roots, html, &lab::scenarios::picture_of)? {
+        let shown = shown?;
+        if shown.is_record() {
             found += 1;
-            if html {
-                let path =
-                    lab::report::html::write(&record, &entry, scenario_picture(&record).as_ref())?;
-                println!("{}", path.display());
-                continue;
-            }
-            println!("== {}", entry.display());
-            if let Some(failure) = &record.failure {
-                println!("(stopped early: {failure})");
-            }
-            print!("{}", record.comparison().table());
+            print!("{shown}");
+        } else {
+            eprintln!("lab: {shown}");
         }
     }
     if found == 0 {
-        let names: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
-        println!("no comparison records under {}", names.join(", "));
+        println!("{}", lab::report::stored::nothing_found(&roots));
     }
-    Ok(0)
+    Ok(())
 }
 
-/// The picture a record's scenario draws, for records older than the manifest's own.
-fn scenario_picture(record: &lab::report::RunRecord) -> Option<lab::report::Picture> {
-    let scenario = record.manifest.parameters.get("scenario")?.as_str()?;
-    lab::scenarios::picture(scenario)
-}
-
-/// `lab report merge DIR...`: one record, table and page of every boot of the records given.
-fn merge(
-    dirs: &[PathBuf],
-    group_by: &[lab::report::merge::Field],
-    out: Option<PathBuf>,
-) -> Result<i32> {
-    let files = lab::report::merge::record_files(dirs)?;
-    let records = files
-        .into_iter()
-        .map(|f| lab::report::RunRecord::read_json(&f).map(|r| (f, r)))
-        .collect::<Result<Vec<_>>>()?;
-    let merged = lab::report::merge::merge(&records, group_by)?;
-    let dir = match out {
-        Some(dir) => {
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            dir
-        }
-        None => lab::experiment::run_dir(
-            &lab::host::results_root().join(lab::host::sanitize(merged.comparison().name())),
-        )?,
-    };
-    let record_path = dir.join("record.json");
-    merged.write_json_to(&record_path)?;
-    let table_path = dir.join("table.txt");
-    std::fs::write(&table_path, merged.comparison().table())
-        .with_context(|| format!("writing {}", table_path.display()))?;
-    // The records agree on the scenario (a compared field), so the first one's picture fits.
-    let picture = scenario_picture(&merged).or_else(|| scenario_picture(&records[0].1));
-    let html = lab::report::html::write(&merged, &record_path, picture.as_ref())?;
-    print!("{}", merged.comparison().table());
-    eprintln!(
-        "lab: merged {} records ({} boots)\nlab: record {}\nlab: table {}\nlab: report {}",
-        records.len(),
-        merged.boots().len(),
-        record_path.display(),
-        table_path.display(),
-        html.display()
-    );
-    Ok(0)
-}
-
-/// Every `*.json` under `dir`, sorted.
-fn walk_json(dir: &std::path::Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = entry.path();
-            if p.is_dir() {
-                todo.push(p);
-            } else if p.extension().is_some_and(|e| e == "json") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-async fn doctor() -> Result<i32> {
-    let started = Instant::now();
-    let lab = lab_ready().await?;
-    println!("cache dir      {}", lab.cache.root().display());
-    println!(
-        "QEMU           {} ({})",
-        lab.qemu.version,
-        lab.qemu.binary.display()
-    );
-    match &lab.qemu.origin {
-        lab::toolchain::QemuOrigin::Host => println!("QEMU origin    host"),
-        lab::toolchain::QemuOrigin::Bundle {
-            packages,
-            substitutions,
+/// `lab report merge|junit-skips`.
+fn report_command(command: ReportCmd) -> Result<()> {
+    match command {
+        ReportCmd::Merge {
+            dirs,
+            group_by,
+            out,
         } => {
-            println!(
-                "QEMU origin    pinned Debian bundle ({} packages)",
-                packages.len()
-            );
-            for s in substitutions {
-                println!(
-                    "  WARNING: {} {} left the archive; using {}",
-                    s.package, s.locked, s.used
-                );
+            let merged = lab::report::merge::merge_and_write(
+                &dirs,
+                &group_by,
+                out.as_deref(),
+                &lab::host::results_root(),
+                &lab::scenarios::picture_of,
+            )?;
+            print!("{}", merged.record.comparison().table());
+            for line in merged.lines() {
+                eprintln!("lab: {line}");
+            }
+        }
+        ReportCmd::JunitSkips { files } => {
+            for file in files {
+                print!("{}", lab::report::junit::mark_skips_in_file(&file)?);
             }
         }
     }
-    println!(
-        "vfio-user-pci  {}",
-        if lab.qemu.has_vfio_user { "yes" } else { "NO" }
-    );
-    println!(
-        "accelerator    {} ({})",
-        lab.accel.name(),
-        lab.accel_probe.reason
-    );
-    println!("host CPU       {}", lab::toolchain::host_cpu_model());
-    let k = lab.default_kernel();
-    println!("default kernel {} ({})", k.name, k.release);
-    let dirs = lab::kernel::RecipeDirs::default_dirs();
-    println!(
-        "kernel recipes {}",
-        lab::kernel::recipe_names(&dirs)?.join(", ")
-    );
-    let cached = lab::kernel::list(&lab.cache)?;
-    println!("cached kernels {} (lab kernel list)", cached.len());
-    println!("topologies     {}", Topology::list()?.join(", "));
-    // What a topology with `hugepages` can take here.
-    if let Ok(host) = lab::host_topology::HostTopology::this_host() {
-        let pools: Vec<String> = lab::topology::HUGEPAGE_SIZES
-            .iter()
-            .filter_map(|&page| {
-                let free = host.hugepages_count(None, page, "free_hugepages")?;
-                let total = host.hugepages_count(None, page, "nr_hugepages")?;
-                Some(format!(
-                    "{}: {free} of {total} free",
-                    lab::topology::format_size(page)
-                ))
+    Ok(())
+}
+
+/// `lab kernel build|list|gc`.
+async fn kernel(command: KernelCmd) -> Result<()> {
+    let cache = lab::cache::Cache::from_env()?;
+    let opts = lab::kernel::BuildOptions::default();
+    match command {
+        KernelCmd::Build { recipes } => {
+            let built = tokio::task::spawn_blocking(move || {
+                lab::kernel::build_all(&cache, &recipes, &opts)
             })
-            .collect();
-        println!(
-            "hugepages      {}",
-            if pools.is_empty() {
-                "no pools".to_string()
-            } else {
-                pools.join(", ")
+            .await??;
+            for kernel in built {
+                println!("{kernel}");
             }
-        );
+        }
+        KernelCmd::List => print!("{}", lab::kernel::list_table(&cache)?),
+        KernelCmd::Gc {
+            all,
+            drop_trees,
+            dry_run,
+        } => {
+            let report = lab::kernel::gc_unused(&cache, &opts, all, drop_trees, dry_run)?;
+            println!("{report:?}");
+        }
     }
-    println!("(checked in {:.1?})", started.elapsed());
-    Ok(0)
+    Ok(())
+}
+
+/// Builds the `lab-dma` device model beside this binary when the lab runs through `cargo run`
+/// (cargo builds only the `lab` package's binaries, and the library never runs cargo: it finds
+/// the model, `lab::devices::lab_dma::locate`). A no-op cargo call when it is fresh; nothing
+/// outside a checkout, with `LAB_DMA_BIN`, or from a nextest archive.
+fn build_device_model() -> Result<()> {
+    let Some(cargo) = std::env::var_os("CARGO") else {
+        return Ok(());
+    };
+    if std::env::var_os("LAB_DMA_BIN").is_some() || lab::from_archive() {
+        return Ok(());
+    }
+    let exe = std::env::current_exe().context("finding the lab binary")?;
+    let Some(profile_dir) = exe.parent() else {
+        return Ok(());
+    };
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.args(["build", "-q", "-p", "lab-dma", "--bin", "lab-dma"])
+        .current_dir(lab::repo_path(""));
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    if let Some(target_dir) = profile_dir.parent() {
+        cmd.env("CARGO_TARGET_DIR", target_dir);
+    }
+    let status = lab::process::status(&mut cmd).context("running cargo to build lab-dma")?;
+    anyhow::ensure!(
+        status.success(),
+        "building lab-dma failed ({status}); set LAB_DMA_BIN to a built lab-dma binary"
+    );
+    Ok(())
 }

@@ -16,6 +16,8 @@ use std::time::SystemTime;
 use anyhow::{bail, Context, Result};
 use semver::Version;
 
+use crate::report::junit::MarkedFile;
+
 /// The nextest configuration, relative to the workspace root.
 pub const CONFIG: &str = ".config/nextest.toml";
 
@@ -199,6 +201,44 @@ pub fn run(cargo: &OsString, root: &Path, args: &[String]) -> Result<SuiteRun> {
     })
 }
 
+/// A whole `lab test`: nextest's exit code and what marking its JUnit report's skips gave.
+#[derive(Debug)]
+pub struct TestRun {
+    /// nextest's exit code (128 + the signal when a signal ended it).
+    pub code: i32,
+    /// The report's marked skips; `None` when nextest wrote no report in this run.
+    pub skips: Option<Result<MarkedFile>>,
+}
+
+impl TestRun {
+    /// The exit code of `lab test`: nextest's, but a report that could not be marked fails a
+    /// run that passed (1).
+    pub fn exit_code(&self) -> i32 {
+        match self.skips {
+            Some(Err(_)) if self.code == 0 => 1,
+            _ => self.code,
+        }
+    }
+}
+
+/// `lab test ARGS`: cargo-nextest installed where needed, the suite run in this checkout with
+/// ARGS, its report's skipped parts marked. Call it on the main thread (see [`run`]).
+pub fn test_suite(args: &[String]) -> Result<TestRun> {
+    let cargo = cargo();
+    ensure_installed(&cargo, &repository_version()?)?;
+    let run = run(&cargo, &crate::repo_path(""), args)?;
+    let code = run.status.code().unwrap_or_else(|| {
+        use std::os::unix::process::ExitStatusExt;
+        128 + run.status.signal().unwrap_or(0)
+    });
+    Ok(TestRun {
+        code,
+        skips: run
+            .junit
+            .map(|junit| crate::report::junit::mark_skips_in_file(&junit)),
+    })
+}
+
 /// Ignores SIGINT in this process until dropped (then restores what was there).
 struct IgnoreCtrlC {
     previous: libc::sighandler_t,
@@ -289,5 +329,22 @@ mod tests {
         );
         assert_eq!(profile_of(&args(&[]), Some("ci")), "ci");
         assert_eq!(profile_of(&args(&[]), Some("")), "default");
+    }
+
+    #[test]
+    fn a_report_that_cannot_be_marked_fails_only_a_passing_run() {
+        let marked = || MarkedFile {
+            path: PathBuf::from("junit.xml"),
+            tests: Vec::new(),
+        };
+        let run = |code, skips| TestRun { code, skips };
+        assert_eq!(run(0, None).exit_code(), 0);
+        assert_eq!(run(0, Some(Ok(marked()))).exit_code(), 0);
+        assert_eq!(run(3, Some(Ok(marked()))).exit_code(), 3);
+        assert_eq!(run(0, Some(Err(anyhow::anyhow!("bad xml")))).exit_code(), 1);
+        assert_eq!(
+            run(101, Some(Err(anyhow::anyhow!("bad xml")))).exit_code(),
+            101
+        );
     }
 }

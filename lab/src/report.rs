@@ -22,10 +22,13 @@ pub mod html;
 pub mod junit;
 pub mod merge;
 pub mod record;
+pub mod stored;
 pub(crate) mod table;
 
-pub use comparison::{describe, Comparison, Metric, MetricRow, VariantChange};
-pub use record::{BootRecord, DecisionPoint, PairVerdict, RejectedBoot, RunRecord};
+pub use comparison::{describe, Comparison, Metric, MetricRow, VariantChange, BISECT_SKIP};
+pub use record::{
+    run_dir, BootRecord, DecisionPoint, Outputs, PairVerdict, RejectedBoot, RunRecord,
+};
 
 /// Which way a metric should move for a variant to count as better. Only used to word the
 /// table; verdicts and assertions are about DIFFERENT, SAME and the sign of the shift.
@@ -621,6 +624,42 @@ p: min(Mann-Whitney, Kolmogorov-Smirnov), exact; [..]: 95% distribution-free int
             err.contains("unknown metric \"nope\"") && err.contains(&c.table()),
             "{err}"
         );
+    }
+
+    #[test]
+    fn bisect_exit_codes_follow_the_primary_verdicts() {
+        // DIFFERENT: 1.
+        assert_eq!(seed_like().bisect_exit_code(), 1);
+        let two = |base: &[f64], variant: &[f64]| {
+            let mut c = Comparison::new("codes", [BASE, REVERT]).unwrap();
+            c.add_metric("share", "%", Direction::Neutral, 20.0)
+                .unwrap();
+            c.make_primary("share", None).unwrap();
+            for (&b, &r) in base.iter().zip(variant) {
+                c.add_sample("share", BASE, b).unwrap();
+                c.add_sample("share", REVERT, r).unwrap();
+            }
+            c
+        };
+        // SAME: 0.
+        let same = two(
+            &[50.0, 51.0, 49.0, 50.5, 49.5],
+            &[50.2, 50.8, 49.1, 50.4, 49.7],
+        );
+        assert_eq!(
+            same.verdict("share", REVERT).unwrap().decision,
+            Decision::Same
+        );
+        assert_eq!(same.bisect_exit_code(), 0);
+        // UNKNOWN (four boots a side cannot be DIFFERENT): 125.
+        let unknown = two(&[1.0, 2.0, 3.0, 4.0], &[90.0, 91.0, 92.0, 93.0]);
+        assert_eq!(unknown.bisect_exit_code(), BISECT_SKIP);
+        // No samples, so no verdict: 125; no primary metric at all: 125.
+        assert_eq!(two(&[], &[]).bisect_exit_code(), BISECT_SKIP);
+        let mut none = Comparison::new("none", [BASE, REVERT]).unwrap();
+        none.add_metric("share", "%", Direction::Neutral, 20.0)
+            .unwrap();
+        assert_eq!(none.bisect_exit_code(), BISECT_SKIP);
     }
 
     #[test]

@@ -7,9 +7,11 @@
 //! 2. supply: `debian`, `toolchain`, `slots`;
 //! 3. inputs: `topology`, `host_topology`, `hosts`, `kernel`, `image`, `variant`;
 //! 4. guests: `guest`, `vm`, `devices`, `observe`, `workload`, `storage`;
-//! 5. runner: `report`, `experiment`, `host`, `scenarios`, `skip`, `bench`, `nextest`.
+//! 5. runner: `report`, `experiment`, `host`, `scenarios`, `skip`, `bench`, `nextest`, `run`,
+//!    `prepare`, `doctor`.
 //!
-//! The CLI (`main.rs`) is a binary: nothing in the library can use it. Unit tests
+//! The CLI (`main.rs` and its argument definitions in `cli.rs`) is a binary: nothing in the
+//! library can use it, and it is not read here. Unit tests
 //! (`#[cfg(test)]` modules and their `tests.rs` files) are not part of the library: they may use
 //! the test helpers of any layer (`skip`'s visible skips), as the integration tests do.
 
@@ -49,9 +51,15 @@ const LAYERS: &[(&str, &[&str])] = &[
             "skip",
             "bench",
             "nextest",
+            "run",
+            "prepare",
+            "doctor",
         ],
     ),
 ];
+
+/// The files of `lab/src` that make the `lab` binary, not the library.
+const BINARY: &[&str] = &["main", "cli"];
 
 /// What the crate root re-exports or defines, by the module that owns it.
 const ROOT_ITEMS: &[(&str, &str)] = &[
@@ -147,7 +155,9 @@ fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
                 todo.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let module = module_of(src, &path);
-                if module == "main" || path.file_name().is_some_and(|n| n == "tests.rs") {
+                if BINARY.contains(&module.as_str())
+                    || path.file_name().is_some_and(|n| n == "tests.rs")
+                {
                     continue;
                 }
                 let refs = references(&library_code(&std::fs::read_to_string(&path).unwrap()));

@@ -113,6 +113,23 @@ impl KernelTimes {
     }
 }
 
+/// `lab bench kernel`: the times of `base` and `variant` in the lab's cache, from its manifests,
+/// or, with `build_now`, built now into a temporary cache ([`cold`]).
+pub async fn times(
+    lab_exe: &Path,
+    build_now: bool,
+    base: &str,
+    variant: &str,
+) -> Result<KernelTimes> {
+    let cache = Cache::from_env()?;
+    if build_now {
+        cold(&cache, lab_exe, base, variant).await
+    } else {
+        let (base, variant) = (base.to_string(), variant.to_string());
+        tokio::task::spawn_blocking(move || from_cache(&cache, &base, &variant)).await?
+    }
+}
+
 /// The builds of `base` and `variant` recorded in `cache`.
 pub fn from_cache(cache: &Cache, base: &str, variant: &str) -> Result<KernelTimes> {
     let current = kernel::current_keys(cache, &BuildOptions::default())?;

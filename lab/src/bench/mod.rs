@@ -17,7 +17,10 @@ pub mod run;
 pub mod suite;
 
 use std::fmt::Write as _;
+use std::path::Path;
 use std::time::Duration;
+
+use anyhow::Result;
 
 pub use boot::{boot, BootBench};
 
@@ -120,6 +123,60 @@ pub fn build_profile() -> &'static str {
     } else {
         "release"
     }
+}
+
+/// `lab bench run`: [`run::run`] with the host's state around it.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub host: HostNote,
+    pub bench: run::RunBench,
+}
+
+impl RunReport {
+    /// The host's line, then the measurement's tables.
+    pub fn render(&self) -> String {
+        format!(
+            "lab bench run: {}\n{}",
+            self.host.text(),
+            self.bench.render()
+        )
+    }
+}
+
+/// Measures `lab_exe run -- true` against the hand-written line ([`run::run`]), noting the host.
+pub async fn run_report(lab_exe: &Path, runs: usize, topology: &str) -> Result<RunReport> {
+    let mut host = HostNote::start();
+    let bench = run::run(lab_exe, runs, topology).await?;
+    host.finish();
+    Ok(RunReport { host, bench })
+}
+
+/// `lab bench`: `lab run -- true` against the hand-written line, the default kernel's build
+/// times ([`kernel::times`]) and the last suite runs, as one [`Overview`].
+pub async fn overview(
+    lab_exe: &Path,
+    runs: usize,
+    topology: &str,
+    build_kernels_now: bool,
+) -> Result<Overview> {
+    let mut host = HostNote::start();
+    let run = run::run(lab_exe, runs, topology).await?;
+    let kernels = kernel::times(
+        lab_exe,
+        build_kernels_now,
+        crate::kernel::DEFAULT_RECIPE,
+        kernel::DEFAULT_VARIANT,
+    )
+    .await?;
+    let cache = crate::cache::Cache::from_env()?;
+    let suites = suite::last_runs(&cache, &crate::host::results_root())?;
+    host.finish();
+    Ok(Overview {
+        host,
+        run,
+        kernels,
+        suites,
+    })
 }
 
 /// Every row of the lab's speed targets, from one `lab bench`.
@@ -300,9 +357,9 @@ mod tests {
     fn overview_has_a_row_per_target() {
         let sample = |whole: f64, boot: f64| run::RunSample {
             whole: Duration::from_secs_f64(whole),
-            timings: run::RunTimings {
+            timings: crate::run::RunTimings {
                 boot_s: boot,
-                ..run::RunTimings::default()
+                ..crate::run::RunTimings::default()
             },
         };
         let build = kernel::tests::build;

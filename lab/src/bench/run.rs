@@ -24,33 +24,14 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::Spread;
+use crate::run::RunTimings;
 use crate::{BootOptions, Lab};
 
 /// The command both sides run.
 pub const COMMAND: &str = "true";
-
-/// What `lab run --timings FILE` writes: the phases of one run as the process saw them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RunTimings {
-    /// Process start to the lab being ready (QEMU, default kernel, accelerator found).
-    pub ready_s: f64,
-    /// Ready to QEMU's start (kernel choice, guest image, VM spec, a CPU slot).
-    pub to_qemu_s: f64,
-    /// QEMU's start to the agent's hello: the guest's boot.
-    pub boot_s: f64,
-    /// The command's round trip through the agent.
-    pub command_s: f64,
-    /// The command's own run time, measured in the guest.
-    pub command_in_guest_s: f64,
-    /// QMP `quit` until QEMU has exited.
-    pub shutdown_s: f64,
-    /// Process start to the end of the run.
-    pub total_s: f64,
-}
 
 /// One lab-side run.
 #[derive(Debug, Clone, PartialEq)]

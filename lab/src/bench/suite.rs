@@ -266,6 +266,36 @@ pub fn last_runs(cache: &Cache, results: &Path) -> Result<Vec<SuiteRun>> {
         .collect()
 }
 
+/// `lab bench suite`: the run `profile`'s report describes, else the last run of every profile
+/// that left one; an error naming where it looked when there is none.
+pub fn reports(profile: Option<&str>) -> Result<Vec<SuiteRun>> {
+    let cache = Cache::from_env()?;
+    let results = crate::host::results_root();
+    let runs = match profile {
+        Some(p) => vec![read(p, &junit_path(p), &cache, &results)?],
+        None => last_runs(&cache, &results)?,
+    };
+    if runs.is_empty() {
+        anyhow::bail!(
+            "no nextest JUnit report (looked for {}): run `cargo nextest run --workspace` first",
+            PROFILES
+                .iter()
+                .map(|p| junit_path(p).display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(runs)
+}
+
+/// Each run's [`SuiteRun::render`], a blank line between them.
+pub fn render_all(runs: &[SuiteRun], slowest: usize) -> String {
+    runs.iter()
+        .map(|run| run.render(slowest))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 impl SuiteRun {
     /// Whether kernels were built during the run (see the module's documentation).
     pub fn is_cold(&self) -> bool {
@@ -488,6 +518,18 @@ suite run, nextest profile default (target/nextest/default/junit.xml), started 2
          12.2 s  lab-scenarios::vm no_qemu_survives <drop> (failed)
 ";
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn several_runs_are_shown_with_a_blank_line_between() {
+        let one = fixture_run().render(1);
+        let mut ci = fixture_run();
+        ci.profile = "ci".into();
+        assert_eq!(
+            render_all(&[fixture_run(), ci.clone()], 1),
+            format!("{one}\n{}", ci.render(1))
+        );
+        assert_eq!(render_all(&[fixture_run()], 1), one);
     }
 
     #[test]

@@ -34,6 +34,28 @@ pub struct BoundDevice {
     pub vectors: Vec<Vector>,
 }
 
+impl BoundDevice {
+    /// What `lab run` shows of it: a line for the device, then one per vector with its IRQ,
+    /// whether the kernel manages it, and its requested and effective CPUs.
+    pub fn describe(&self) -> Vec<String> {
+        let mut lines = vec![format!(
+            "device {} at {} bound by {}",
+            self.index, self.pci_address, self.driver
+        )];
+        for v in &self.vectors {
+            lines.push(format!(
+                "  vector {} IRQ {}{} affinity {} effective {}",
+                v.vector,
+                v.irq,
+                if v.managed { " (managed)" } else { "" },
+                format_cpulist(&v.affinity),
+                format_cpulist(&v.effective)
+            ));
+        }
+        lines
+    }
+}
+
 /// Loads each device's driver module if it has one, waits until the driver has bound and its
 /// vector list is stable, and pins every vector the spec names. Pinning a managed vector is an
 /// error that says so; the requested mask must read back.
@@ -179,6 +201,32 @@ mod tests {
         assert_eq!(v[1].effective, [1]);
         assert!(v[2].effective.is_empty());
         assert!(parse_listing("vector 1 0 0 0\n").is_err());
+    }
+
+    #[test]
+    fn a_bound_device_is_described_with_its_vectors() {
+        let vector = |vector, irq, managed| Vector {
+            vector,
+            irq,
+            managed,
+            affinity: vec![0, 1, 2, 3],
+            effective: vec![2],
+        };
+        let device = BoundDevice {
+            index: 0,
+            pci_address: "0000:00:10.0".into(),
+            driver: "nvme".into(),
+            irqs: vec![24, 25],
+            vectors: vec![vector(0, 24, false), vector(1, 25, true)],
+        };
+        assert_eq!(
+            device.describe(),
+            [
+                "device 0 at 0000:00:10.0 bound by nvme",
+                "  vector 0 IRQ 24 affinity 0-3 effective 2",
+                "  vector 1 IRQ 25 (managed) affinity 0-3 effective 2",
+            ]
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::sysfs::{Sysfs, FREE_DRIVERS};
 use super::{Attached, Attachment, Device, GuestDriver, HostLookup, HostPart};
-use crate::hosts::{Bdf, HostDevice, StandIn};
+use crate::hosts::{Bdf, HostDevice, HostFile, StandIn};
 
 /// A device on the command line, `passthrough:NAME`, and what the host file says it is once
 /// resolved ([`super::resolve`]).
@@ -459,6 +459,71 @@ pub fn restore_at_start(cache: &crate::cache::Cache, sysfs: &Sysfs) {
             }
         }
         Err(e) => crate::progress::warn(format!("{e:#} (run `lab host restore` as root)")),
+    }
+}
+
+/// `lab host restore`: [`restore_all`] on `sysfs` for the journals in `cache`.
+pub fn restore_host(cache: &crate::cache::Cache, sysfs: &Sysfs) -> Result<Restoration> {
+    Ok(Restoration(restore_all(sysfs, &journal_dir(cache))?))
+}
+
+/// What `lab host restore` did, a line per journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restoration(pub Vec<Replayed>);
+
+impl std::fmt::Display for Restoration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            writeln!(f, "nothing to restore")?;
+        }
+        for r in &self.0 {
+            writeln!(f, "{r}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `lab host show`: a host file's devices as this host has them. Reads only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostReport {
+    pub file: PathBuf,
+    pub description: String,
+    pub iommu_on: bool,
+    /// [`describe`] of each listed device.
+    pub devices: Vec<String>,
+}
+
+impl HostReport {
+    /// The devices of `file` as `sysfs` has them.
+    pub fn read(sysfs: &Sysfs, file: &HostFile) -> HostReport {
+        HostReport {
+            file: file.path.clone(),
+            description: file.description.clone(),
+            iommu_on: sysfs.iommu_on(),
+            devices: file.devices.values().map(|d| describe(sysfs, d)).collect(),
+        }
+    }
+
+    /// The host file `host` names (see [`HostFile::select`]) against this host's `/sys`.
+    pub fn this_host(host: Option<&str>) -> Result<HostReport> {
+        Ok(HostReport::read(&Sysfs::host(), &HostFile::select(host)?))
+    }
+}
+
+/// The file and its description, whether the IOMMU is on, then a line per device.
+impl std::fmt::Display for HostReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{} ({})", self.file.display(), self.description)?;
+        let iommu = if self.iommu_on {
+            "on"
+        } else {
+            "off (intel_iommu=on / amd_iommu=on)"
+        };
+        writeln!(f, "IOMMU: {iommu}")?;
+        for d in &self.devices {
+            writeln!(f, "{d}")?;
+        }
+        Ok(())
     }
 }
 

@@ -84,6 +84,11 @@ fn reads_a_captured_two_cpu_epyc() {
     assert_eq!(cpu.siblings, vec![1], "no SMT siblings");
     assert_eq!(h.llcs(), vec![vec![0, 1]]);
     assert_eq!(h.hugepages_count(None, 2 << 20, "nr_hugepages"), Some(0));
+    assert_eq!(
+        h.hugepage_pools(),
+        ["2 MiB: 0 of 0 free", "1 GiB: 0 of 0 free"]
+    );
+    assert!(host("xeon-gold-6132-2s").hugepage_pools().is_empty());
     let m = h.mirror(&MirrorOptions::named("captured")).unwrap();
     assert_eq!(m.topology.nr_cpus(), 2);
 }

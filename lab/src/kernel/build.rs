@@ -126,6 +126,19 @@ pub struct BuiltKernel {
     pub manifest: Manifest,
 }
 
+/// `RECIPE RELEASE (DIR)`: what `lab kernel build` prints of each kernel.
+impl std::fmt::Display for BuiltKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} ({})",
+            self.manifest.recipe,
+            self.manifest.release,
+            self.dir.display()
+        )
+    }
+}
+
 impl BuiltKernel {
     pub fn open(dir: &Path) -> Result<BuiltKernel> {
         let path = dir.join("manifest.json");
@@ -228,6 +241,15 @@ fn build_version(recipe: &str) -> String {
 pub fn build(cache: &Cache, name: &str, opts: &BuildOptions) -> Result<BuiltKernel> {
     let recipe = recipe::load(&opts.dirs, name)?;
     build_recipe(cache, &recipe, opts)
+}
+
+/// `lab kernel build`: each recipe of `names` in order (none: the default recipe), built or
+/// found in the cache.
+pub fn build_all(cache: &Cache, names: &[String], opts: &BuildOptions) -> Result<Vec<BuiltKernel>> {
+    if names.is_empty() {
+        return Ok(vec![build(cache, super::DEFAULT_RECIPE, opts)?]);
+    }
+    names.iter().map(|name| build(cache, name, opts)).collect()
 }
 
 /// Builds an already loaded recipe.

@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 use super::{fmt_p, fmt_signed, fmt_value, join_or_none, unit_suffix, Direction, ReportError};
 use crate::stats::{decide, holm, Change, Decision, Magnitude, Range, Summary, Verdict};
 
+/// `git bisect run`'s "cannot test this commit": `lab compare --exit-code` when a verdict is
+/// UNKNOWN or the comparison could not be made.
+pub const BISECT_SKIP: i32 = 125;
+
 /// A secondary metric is marked when its Holm-adjusted p is below this (`*`)...
 pub const MARK_ALPHA: f64 = 0.05;
 /// ... or this (`**`), and its shift exceeds its magnitude.
@@ -320,6 +324,24 @@ impl Comparison {
                     .map(move |v| (m.name.as_str(), v.as_str(), self.verdict(&m.name, v)))
             })
             .collect()
+    }
+
+    /// `lab compare --exit-code`, `git bisect run`'s codes with the base as good: 1 when a
+    /// primary verdict is DIFFERENT, else [`BISECT_SKIP`] when one is UNKNOWN or cannot be made
+    /// (or there is none), else 0 (every one SAME).
+    pub fn bisect_exit_code(&self) -> i32 {
+        let decisions: Vec<Option<Decision>> = self
+            .verdicts()
+            .into_iter()
+            .map(|(_, _, v)| v.ok().map(|v| v.decision))
+            .collect();
+        if decisions.contains(&Some(Decision::Different)) {
+            1
+        } else if decisions.is_empty() || decisions.iter().any(|d| d != &Some(Decision::Same)) {
+            BISECT_SKIP
+        } else {
+            0
+        }
     }
 
     /// Ok when `variant` is DIFFERENT from the base on the primary `metric`; otherwise an error

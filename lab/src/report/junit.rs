@@ -8,7 +8,7 @@
 //! The rewrite inserts text at positions roxmltree reports instead of re-serialising the
 //! document, so everything else in the report stays byte for byte as nextest wrote it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -24,9 +24,35 @@ pub struct SkippedTest {
     pub lines: Vec<String>,
 }
 
+/// A JUnit file with its skipped parts marked, and the tests marked in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkedFile {
+    pub path: PathBuf,
+    pub tests: Vec<SkippedTest>,
+}
+
+/// What `lab report junit-skips` and `lab test` print: the count, then each test's marker lines
+/// under its suite.
+impl std::fmt::Display for MarkedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{}: {} test(s) with skipped parts marked skipped",
+            self.path.display(),
+            self.tests.len()
+        )?;
+        for test in &self.tests {
+            for line in &test.lines {
+                writeln!(f, "  {}: {line}", test.suite)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Rewrites the JUnit file at `path` in place (see the module doc) and returns the tests it
 /// marked. A report already marked is left as it is.
-pub fn mark_skips_in_file(path: &Path) -> Result<Vec<SkippedTest>> {
+pub fn mark_skips_in_file(path: &Path) -> Result<MarkedFile> {
     let xml =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let (rewritten, skipped) =
@@ -41,7 +67,10 @@ pub fn mark_skips_in_file(path: &Path) -> Result<Vec<SkippedTest>> {
         tmp.persist(path)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(skipped)
+    Ok(MarkedFile {
+        path: path.to_path_buf(),
+        tests: skipped,
+    })
 }
 
 /// The report with a `<skipped message="...">` element in every passed test whose output has
@@ -237,7 +266,18 @@ LAB-SKIP parity: time part: the accelerator is tcg-single (no KVM). It runs wher
         std::fs::write(&path, REPORT).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let marked = mark_skips_in_file(&path).unwrap();
-        assert_eq!(marked.len(), 1);
+        assert_eq!(marked.tests.len(), 1);
+        let lines = &marked.tests[0].lines;
+        assert_eq!(
+            marked.to_string(),
+            format!(
+                "{}: 1 test(s) with skipped parts marked skipped\n  {}: {}\n",
+                path.display(),
+                marked.tests[0].suite,
+                lines[0]
+            )
+        );
+        assert_eq!(lines.len(), 1);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o644);
         assert!(std::fs::read_to_string(&path)

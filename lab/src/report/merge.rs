@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use super::{Comparison, Manifest, RunRecord};
+use super::{Comparison, Manifest, Outputs, Picture, RunRecord};
 
 /// The key a merged boot's details get: the record it came from (to find its raw files).
 pub const SOURCE_KEY: &str = "merged_from";
@@ -142,30 +142,82 @@ pub fn record_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         if path.is_file() {
             out.push(path.clone());
         } else if path.is_dir() {
-            let mut found = Vec::new();
-            let mut todo = vec![path.clone()];
-            while let Some(dir) = todo.pop() {
-                let entries = std::fs::read_dir(&dir)
-                    .with_context(|| format!("reading {}", dir.display()))?;
-                for entry in entries.flatten() {
-                    let p = entry.path();
-                    if p.is_dir() {
-                        todo.push(p);
-                    } else if p.file_name().is_some_and(|n| n == "record.json") {
-                        found.push(p);
-                    }
-                }
-            }
+            let found = super::stored::files_under(path, |p| {
+                p.file_name().is_some_and(|n| n == "record.json")
+            })?;
             if found.is_empty() {
                 bail!("{}: no record.json under it", path.display());
             }
-            found.sort();
             out.extend(found);
         } else {
             bail!("{}: no such file or directory", path.display());
         }
     }
     Ok(out)
+}
+
+/// What `lab report merge` made: the merged record and where its files went.
+#[derive(Debug)]
+pub struct Merged {
+    pub record: RunRecord,
+    /// How many records went into it.
+    pub sources: usize,
+    pub outputs: Outputs,
+}
+
+impl Merged {
+    /// What was merged and where it went, a line each: `merged N records (B boots)`, then the
+    /// record, table and page (the page only when it was drawn).
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = vec![
+            format!(
+                "merged {} records ({} boots)",
+                self.sources,
+                self.record.boots().len()
+            ),
+            format!("record {}", self.outputs.record.display()),
+            format!("table {}", self.outputs.table.display()),
+        ];
+        if let Some(html) = &self.outputs.html {
+            lines.push(format!("report {}", html.display()));
+        }
+        lines
+    }
+}
+
+/// `lab report merge`: the records under `paths` ([`record_files`]) merged ([`merge`]) and
+/// written ([`RunRecord::write_outputs`]) to `out`, or to a new run directory under
+/// `results_root/<comparison>/`. `picture_of` finds a record's scenario picture when its
+/// manifest has none (the scenario registry is above this module).
+pub fn merge_and_write(
+    paths: &[PathBuf],
+    group_by: &[Field],
+    out: Option<&Path>,
+    results_root: &Path,
+    picture_of: &dyn Fn(&RunRecord) -> Option<Picture>,
+) -> Result<Merged> {
+    let records = record_files(paths)?
+        .into_iter()
+        .map(|f| RunRecord::read_json(&f).map(|r| (f, r)))
+        .collect::<Result<Vec<_>>>()?;
+    let record = merge(&records, group_by)?;
+    let dir = match out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            dir.to_path_buf()
+        }
+        None => {
+            super::run_dir(&results_root.join(crate::names::sanitize(record.comparison().name())))?
+        }
+    };
+    // The records agree on the scenario (a compared field), so the first one's picture fits.
+    let picture = picture_of(&record).or_else(|| picture_of(&records[0].1));
+    let outputs = record.write_outputs(&dir, picture.as_ref())?;
+    Ok(Merged {
+        record,
+        sources: records.len(),
+        outputs,
+    })
 }
 
 /// Merges `records` (path, record), in order, into one record named after the first. Fields in
@@ -365,5 +417,54 @@ fn merged_manifest(records: &[(PathBuf, RunRecord)]) -> Manifest {
             .all(|(_, r)| r.manifest.picture == first_picture)
             .then_some(first_picture)
             .flatten(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(format!("{name}.record.json"))
+    }
+
+    #[test]
+    fn merged_outputs_go_to_the_directory_given_or_a_new_run_under_the_comparison() {
+        let inputs = [fixture("s1-cross-llc-a"), fixture("s1-cross-llc-b")];
+        let no_picture = |_: &RunRecord| None;
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("merged");
+        let merged = merge_and_write(&inputs, &[], Some(&out), tmp.path(), &no_picture).unwrap();
+        assert_eq!(merged.sources, 2);
+        assert_eq!(merged.outputs.record, out.join("record.json"));
+        assert_eq!(merged.outputs.table, out.join("table.txt"));
+        assert_eq!(merged.outputs.html, Some(out.join("record.html")));
+        let back = RunRecord::read_json(&merged.outputs.record).unwrap();
+        assert_eq!(back, merged.record);
+        assert_eq!(
+            std::fs::read_to_string(&merged.outputs.table).unwrap(),
+            back.comparison().table()
+        );
+        assert_eq!(
+            merged.lines(),
+            [
+                format!("merged 2 records ({} boots)", back.boots().len()),
+                format!("record {}", out.join("record.json").display()),
+                format!("table {}", out.join("table.txt").display()),
+                format!("report {}", out.join("record.html").display()),
+            ]
+        );
+
+        // Without --out: a run directory of its own under results/<comparison>/.
+        let results = tmp.path().join("results");
+        let merged = merge_and_write(&inputs, &[], None, &results, &no_picture).unwrap();
+        let dir = merged.outputs.record.parent().unwrap();
+        assert_eq!(
+            dir.parent().unwrap(),
+            results.join(crate::names::sanitize(merged.record.comparison().name()))
+        );
+        assert!(merged.outputs.table.is_file());
     }
 }

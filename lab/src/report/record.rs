@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{read_json, write_json_atomic, Comparison, Manifest, ReportError};
+use super::{read_json, write_json_atomic, Comparison, Manifest, Picture, ReportError};
 use crate::stats::Verdict;
 
 /// One boot's raw result.
@@ -200,6 +201,60 @@ impl RunRecord {
     pub fn read_json(path: &Path) -> anyhow::Result<RunRecord> {
         read_json(path)
     }
+
+    /// Writes the record's outputs into `dir`: `record.json`, `table.txt` and the page
+    /// `record.html` (`picture`: the scenario's, for a record whose manifest has none). The page
+    /// is drawn from the record alone, so a failure to draw it only warns: the record and table
+    /// stand without it. The one writer of a run's files, for the runner and `lab report merge`.
+    pub fn write_outputs(&self, dir: &Path, picture: Option<&Picture>) -> anyhow::Result<Outputs> {
+        let record = dir.join("record.json");
+        self.write_json_to(&record)?;
+        let table = dir.join("table.txt");
+        std::fs::write(&table, self.comparison.table())
+            .with_context(|| format!("writing {}", table.display()))?;
+        let html = match super::html::write(self, &record, picture) {
+            Ok(path) => Some(path),
+            Err(e) => {
+                crate::progress::warn(format!("{}: no HTML report: {e:#}", self.comparison.name()));
+                None
+            }
+        };
+        Ok(Outputs {
+            record,
+            table,
+            html,
+        })
+    }
+}
+
+/// Where [`RunRecord::write_outputs`] put a record's files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outputs {
+    /// `<dir>/record.json`.
+    pub record: PathBuf,
+    /// `<dir>/table.txt`.
+    pub table: PathBuf,
+    /// `<dir>/record.html`; `None` when the page could not be drawn (a warning said why).
+    pub html: Option<PathBuf>,
+}
+
+/// Creates `parent/<UTC time>-<unique>/`: a directory no other run shares (a comparison's run,
+/// a merge).
+pub fn run_dir(parent: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let stamp = humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs))
+        .to_string()
+        .replace(':', "");
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{stamp}-"))
+        .rand_bytes(4)
+        .tempdir_in(parent)
+        .with_context(|| format!("creating a run directory in {}", parent.display()))?;
+    Ok(dir.keep())
 }
 
 /// A boot that ran and gave no sample.
@@ -232,4 +287,59 @@ pub struct PairVerdict {
     pub variant: String,
     /// `None` when a side had no samples of the metric yet.
     pub verdict: Option<Verdict>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> RunRecord {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(format!("{name}.record.json"));
+        RunRecord::read_json(&path).unwrap()
+    }
+
+    #[test]
+    fn written_outputs_read_back_as_the_same_record_and_table() {
+        let record = fixture("s1-cross-llc-a");
+        let dir = tempfile::tempdir().unwrap();
+        let out = record.write_outputs(dir.path(), None).unwrap();
+        assert_eq!(out.record, dir.path().join("record.json"));
+        assert_eq!(out.table, dir.path().join("table.txt"));
+        assert_eq!(out.html, Some(dir.path().join("record.html")));
+        let back = RunRecord::read_json(&out.record).unwrap();
+        assert_eq!(back, record);
+        assert_eq!(
+            std::fs::read_to_string(&out.table).unwrap(),
+            back.comparison().table()
+        );
+        let page = std::fs::read_to_string(out.html.unwrap()).unwrap();
+        assert!(page.contains(record.comparison().name()), "{page}");
+    }
+
+    #[test]
+    fn a_page_that_cannot_be_drawn_leaves_the_record_and_table() {
+        let mut record = fixture("s1-cross-llc-a");
+        record.manifest.topology = serde_json::json!({"name": "bad", "file": "not [toml"});
+        let dir = tempfile::tempdir().unwrap();
+        let out = record.write_outputs(dir.path(), None).unwrap();
+        assert_eq!(out.html, None);
+        assert!(!dir.path().join("record.html").exists());
+        assert_eq!(RunRecord::read_json(&out.record).unwrap(), record);
+        assert!(out.table.is_file());
+    }
+
+    #[test]
+    fn run_dirs_are_unique_and_named_by_time() {
+        let root = tempfile::tempdir().unwrap();
+        let a = run_dir(root.path()).unwrap();
+        let b = run_dir(root.path()).unwrap();
+        assert_ne!(a, b);
+        let name = a.file_name().unwrap().to_string_lossy().to_string();
+        assert!(
+            name.starts_with("20") && name.contains('T') && !name.contains(':'),
+            "{name}"
+        );
+    }
 }

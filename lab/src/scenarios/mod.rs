@@ -106,9 +106,40 @@ fn listing<S: Scenario>(s: &S) -> Result<Listing> {
     })
 }
 
+/// `lab scenarios`' block of one scenario: name and description, then its topology, default
+/// variants, parameters, primary metrics with their magnitudes, and every metric.
+impl std::fmt::Display for Listing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{}  {}", self.name, self.description)?;
+        writeln!(f, "  topology   {}", self.topology)?;
+        let variants: Vec<String> = self.variants.iter().map(|v| v.to_string()).collect();
+        writeln!(f, "  variants   {}", variants.join("  "))?;
+        writeln!(f, "  parameters {}", self.params)?;
+        for m in self.metrics.iter().filter(|m| m.primary) {
+            let unit = if m.unit.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", m.unit)
+            };
+            writeln!(
+                f,
+                "  primary    {}{unit}, smallest change that matters {}",
+                m.name, m.magnitude
+            )?;
+        }
+        let metrics: Vec<&str> = self.metrics.iter().map(|m| m.name.as_str()).collect();
+        writeln!(f, "  metrics    {}", metrics.join(", "))
+    }
+}
+
 /// Every shipped scenario with its defaults.
 pub fn list() -> Result<Vec<Listing>> {
     REGISTRY.iter().map(|(_, make)| make().listing()).collect()
+}
+
+/// What `lab scenarios` prints: every shipped scenario's [`Listing`], in registry order.
+pub fn list_text() -> Result<String> {
+    Ok(list()?.iter().map(Listing::to_string).collect())
 }
 
 /// One shipped scenario's defaults.
@@ -119,6 +150,13 @@ pub fn describe(name: &str) -> Result<Listing> {
 /// The picture a shipped scenario's report draws, for records written before records kept it.
 pub fn picture(name: &str) -> Option<crate::report::Picture> {
     find(name).ok()?.picture()
+}
+
+/// The picture of the scenario a record ran, from the registry: for records written before
+/// manifests kept their picture (`lab report --html`, `lab report merge`).
+pub fn picture_of(record: &crate::report::RunRecord) -> Option<crate::report::Picture> {
+    let scenario = record.manifest.parameters.get("scenario")?.as_str()?;
+    picture(scenario)
 }
 
 /// The kernels the shipped scenarios' default comparisons boot, each once, in registry order
@@ -160,6 +198,22 @@ pub struct Request {
     pub devices: Vec<crate::devices::DeviceSpec>,
     /// The host file for passthrough devices (`--host`).
     pub host: Option<String>,
+}
+
+impl Request {
+    /// What fails before QEMU or a kernel is prepared: a single variant (a comparison needs two
+    /// or more, or none for the scenario's defaults), an unknown passthrough device name or
+    /// host file (the devices are resolved here), an unknown scenario.
+    pub fn check(&mut self) -> Result<()> {
+        if self.variants.len() == 1 {
+            bail!(
+                "one --variant given: a comparison needs two or more (base first), or none for the scenario's defaults"
+            );
+        }
+        crate::devices::resolve(&mut self.devices, self.host.as_deref())?;
+        describe(&self.scenario)?;
+        Ok(())
+    }
 }
 
 /// Runs a shipped scenario.
@@ -224,6 +278,61 @@ mod tests {
         assert!(err.contains("dma-wakeup"), "{err}");
         assert!(picture("dma-wakeup").is_some());
         assert!(picture("no-such").is_none());
+    }
+
+    #[test]
+    fn the_listing_shows_every_registered_scenario_with_its_primaries() {
+        let text = list_text().unwrap();
+        for (name, make) in REGISTRY {
+            let l = make().listing().unwrap();
+            assert!(
+                text.contains(&format!(
+                    "{name}  {}\n  topology   {}\n",
+                    l.description, l.topology
+                )),
+                "{name} missing:\n{text}"
+            );
+            for m in l.metrics.iter().filter(|m| m.primary) {
+                assert!(text.contains(&format!("  primary    {}", m.name)), "{text}");
+            }
+        }
+        assert_eq!(text.matches("\n  metrics    ").count(), REGISTRY.len());
+        let one = describe("dma-wakeup").unwrap().to_string();
+        assert!(one.starts_with("dma-wakeup  "), "{one}");
+        assert!(one.contains("\n  variants   v6.12  "), "{one}");
+    }
+
+    #[test]
+    fn a_request_is_checked_before_anything_is_built() {
+        let mut one_variant = Request {
+            scenario: "dma-wakeup".into(),
+            variants: vec!["v6.12".parse().unwrap()],
+            ..Request::default()
+        };
+        let err = one_variant.check().unwrap_err().to_string();
+        assert!(err.contains("one --variant given"), "{err}");
+        let mut unknown = Request {
+            scenario: "no-such".into(),
+            ..Request::default()
+        };
+        let err = unknown.check().unwrap_err().to_string();
+        assert!(err.contains("no scenario \"no-such\""), "{err}");
+        let mut defaults = Request {
+            scenario: "dma-wakeup".into(),
+            ..Request::default()
+        };
+        defaults.check().unwrap();
+    }
+
+    #[test]
+    fn a_record_gets_its_scenarios_picture() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/s1-cross-llc-a.record.json");
+        let mut record = crate::report::RunRecord::read_json(&path).unwrap();
+        record.manifest.parameters = serde_json::json!({"scenario": "dma-wakeup"});
+        assert_eq!(picture_of(&record), picture("dma-wakeup"));
+        record.manifest.parameters = serde_json::json!({});
+        assert_eq!(picture_of(&record), None);
     }
 
     #[test]

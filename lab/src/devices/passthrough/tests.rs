@@ -470,3 +470,49 @@ fn a_failed_restore_keeps_the_journal_for_lab_host_restore() {
     );
     assert_eq!(state(&s, IOAT), some("ioatdma", None));
 }
+
+#[test]
+fn lab_host_show_describes_each_listed_device_and_restore_says_when_there_is_nothing() {
+    let f = host();
+    let s = f.sysfs();
+    let gone = host_device("gone", "0000:99:00.0", "8086:2021", StandIn::Ioatdma);
+    let file = HostFile {
+        path: "hosts/test.toml".into(),
+        description: "a test host".into(),
+        devices: [("gone".to_string(), gone), ("ioat0".to_string(), ioat())]
+            .into_iter()
+            .collect(),
+    };
+    let report = HostReport::read(&s, &file);
+    let text = report.to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "hosts/test.toml (a test host)");
+    assert_eq!(lines[1], "IOMMU: on");
+    assert!(lines[2].starts_with("gone ") && lines[2].ends_with(": no such device here"));
+    assert!(
+        lines[3].starts_with(
+            "ioat0      0000:00:04.0 8086:2021 (ioatdma): id ok, driver ioatdma, group 7"
+        ),
+        "{text}"
+    );
+    assert_eq!(lines.len(), 4, "{text}");
+    let off = HostReport {
+        iommu_on: false,
+        ..report
+    };
+    assert!(off
+        .to_string()
+        .contains("\nIOMMU: off (intel_iommu=on / amd_iommu=on)\n"));
+
+    let journals = f.dir.path().join("journal");
+    let nothing = Restoration(restore_all(&s, &journals).unwrap());
+    assert_eq!(nothing.to_string(), "nothing to restore\n");
+    let restored = Restoration(vec![Replayed::Restored {
+        group: "7".into(),
+        device: IOAT.into(),
+    }]);
+    assert_eq!(
+        restored.to_string(),
+        "IOMMU group 7 (0000:00:04.0): host drivers restored\n"
+    );
+}

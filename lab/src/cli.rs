@@ -1,0 +1,375 @@
+//! The `lab` command line's arguments (clap); `main.rs` runs them through the library and
+//! prints what comes back.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "lab",
+    version,
+    about = "Reproducible QEMU/KVM lab for scheduler, IRQ and NUMA behaviour"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Show what this host offers: QEMU, accelerator, cache, kernels, topologies.
+    Doctor,
+    /// Provision everything tests and `compare` need (QEMU, the default kernels and guest image)
+    /// up front, with progress; later runs find it all in the cache.
+    Prepare {
+        /// Kernel recipes to build (default: every kernel of the shipped scenarios' default
+        /// comparisons, `lab scenarios`).
+        #[arg(long, num_args = 1..)]
+        kernels: Vec<String>,
+        /// Kernel recipes to build besides those (the test suite's setup adds the ptdma fix its
+        /// device tests boot).
+        #[arg(long, num_args = 1..)]
+        also: Vec<String>,
+        /// Guest images to build beside the default one, for the first kernel (the scenario
+        /// tests' `sched` and `storage`): built here once, not inside two tests at the same
+        /// time.
+        #[arg(long, default_values = ["sched", "storage"])]
+        images: Vec<String>,
+    },
+    /// Inspect the declared machine shapes.
+    Topology {
+        #[command(subcommand)]
+        command: TopologyCmd,
+    },
+    /// Boot a guest, run one command in it, print its output and exit with its status.
+    Run {
+        /// A topology file's name (topologies/NAME.toml).
+        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY, conflicts_with = "cpus")]
+        topology: String,
+        /// A plain shape without a topology file: N vCPUs (with --memory, and --nodes to split
+        /// them into NUMA nodes).
+        #[arg(long, value_name = "N", requires = "memory")]
+        cpus: Option<u32>,
+        /// The quick shape's memory, e.g. `1G` (split evenly over its nodes).
+        #[arg(long, value_name = "SIZE", requires = "cpus")]
+        memory: Option<String>,
+        /// The quick shape's NUMA nodes (default 1).
+        #[arg(long, value_name = "K", requires = "cpus", default_value_t = 1)]
+        nodes: u32,
+        /// Kernel recipe name (images/kernels/NAME.toml) or `debian` for Debian's prebuilt kernel.
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Extra kernel command-line argument (repeatable).
+        #[arg(long = "cmdline")]
+        cmdline: Vec<String>,
+        /// Guest image recipe (images/guest/NAME.toml), e.g. `storage` for fio, mkfs.ext4 and
+        /// dmsetup.
+        #[arg(long)]
+        image: Option<String>,
+        /// A device for the guest (repeatable), in slot order: `nvme:queues=4,size=1G`,
+        /// `ioat:channels=2`, `ptdma`, `nic`, `passthrough:NAME` (a host file's device);
+        /// `irqV=CPULIST` pins vector V.
+        #[arg(long = "device")]
+        devices: Vec<lab::devices::DeviceSpec>,
+        /// The host file for `passthrough:NAME` devices: hosts/NAME.toml or a path (default:
+        /// LAB_HOST, else hosts/<hostname>.toml).
+        #[arg(long)]
+        host: Option<String>,
+        /// Seconds the command may run.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Write the run's phases (start-up, boot, command, shutdown; seconds) as JSON to FILE.
+        #[arg(long, value_name = "FILE")]
+        timings: Option<PathBuf>,
+        #[arg(required = true, last = true)]
+        command: Vec<String>,
+    },
+    /// The lab's speed, measured side by side. Without a subcommand: every row of the speed
+    /// targets (`run`, `kernel` and `suite` together).
+    #[command(args_conflicts_with_subcommands = true)]
+    Bench {
+        #[command(subcommand)]
+        command: Option<BenchCmd>,
+        /// Runs of each side of `lab run -- true` vs the hand-written QEMU line.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
+        topology: String,
+        /// Build the default kernel and the one-patch variant now, into a temporary cache
+        /// (takes minutes: about ten on two cores), instead of reading the cache's manifests.
+        #[arg(long)]
+        cold: bool,
+    },
+    /// The shipped scenarios with their default variants, parameters and metrics.
+    Scenarios,
+    /// Run a scenario's variants side by side (interleaved boots, one boot per sample) and print
+    /// an LKP-style table. Without arguments: seed S1, v6.12 vs the wake_affine_idle revert.
+    Compare {
+        /// A shipped scenario (`lab scenarios`).
+        #[arg(default_value = "dma-wakeup")]
+        scenario: String,
+        /// A column, base first; two or more replace the scenario's defaults. Written
+        /// `[NAME=]KERNEL[@feature=F][@cmdline=ARG][@sysctl=KEY=VALUE][@set=PARAM=VALUE]...`,
+        /// e.g. `v6.12@feature=NO_RUN_TO_PARITY`.
+        #[arg(long = "variant", value_name = "VARIANT")]
+        variants: Vec<lab::variant::Variant>,
+        /// A scenario parameter for every variant, e.g. `placement=remote-node`,
+        /// `engine=ptdma`, `dmatest.polled=true` (a variant's own `@set=` wins).
+        #[arg(long = "set", value_name = "PARAM=VALUE", value_parser = parse_set)]
+        set: Vec<(String, String)>,
+        /// Exactly N boots per variant (one boot is one sample). Without it the run starts with
+        /// 4 per variant and adds boots while a primary verdict is UNKNOWN.
+        #[arg(long, value_name = "N", conflicts_with = "max_repetitions")]
+        repetitions: Option<usize>,
+        /// The most boots per variant an adaptive run may take (default 10).
+        #[arg(long, value_name = "N")]
+        max_repetitions: Option<usize>,
+        /// Decide the comparison on METRIC instead of the scenario's primary metric, with the
+        /// smallest change that matters in its unit (`=20`) or relative to the base (`=50%`);
+        /// repeat for several.
+        #[arg(long = "primary", value_name = "METRIC[=MAGNITUDE]", value_parser = parse_primary)]
+        primaries: Vec<(String, Option<lab::stats::Magnitude>)>,
+        /// The boot order's seed (recorded in every run; the same seed gives the same order).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Exit 0 when every primary verdict is SAME, 1 when one is DIFFERENT, and 125 when one
+        /// is UNKNOWN or the run failed (a kernel that does not build or boot): `git bisect
+        /// run`'s codes, with the base as good.
+        #[arg(long)]
+        exit_code: bool,
+        /// Topology (default: the scenario's).
+        #[arg(long)]
+        topology: Option<String>,
+        /// The comparison's name: results go to results/NAME/ (default: the scenario's name).
+        #[arg(long)]
+        name: Option<String>,
+        /// Replaces the scenario's devices in order (the first --device its device 0, ...)
+        /// with one of the same role, its IRQ masks kept: `passthrough:NAME` runs the scenario
+        /// on the host file's device instead of the emulated one.
+        #[arg(long = "device", value_name = "SPEC")]
+        devices: Vec<lab::devices::DeviceSpec>,
+        /// The host file for `passthrough:NAME` devices: hosts/NAME.toml or a path (default:
+        /// LAB_HOST, else hosts/<hostname>.toml).
+        #[arg(long)]
+        host: Option<String>,
+    },
+    /// The host devices the lab may pass through to guests (hosts/NAME.toml).
+    Host {
+        #[command(subcommand)]
+        command: HostCmd,
+    },
+    /// Print the stored comparison tables (under results/, or the RESULTS given); with
+    /// `--html`, write each record's page next to it (record.json -> record.html).
+    #[command(args_conflicts_with_subcommands = true)]
+    Report {
+        #[command(subcommand)]
+        command: Option<ReportCmd>,
+        /// Write a self-contained HTML page per record and print its path.
+        #[arg(long)]
+        html: bool,
+        /// Record files or directories to search for them (default: results/).
+        #[arg(value_name = "RESULTS")]
+        results: Vec<PathBuf>,
+    },
+    /// Kernel recipes and their cached builds.
+    Kernel {
+        #[command(subcommand)]
+        command: KernelCmd,
+    },
+    /// The lab's own test suite: `cargo nextest run --workspace ARGS` in this checkout, with
+    /// cargo-nextest installed first where it is missing (the version `.config/nextest.toml`
+    /// names), then the tests that skipped a part marked skipped in the run's JUnit report.
+    /// Exits with nextest's status.
+    Test {
+        /// Passed to `cargo nextest run --workspace`, e.g. `--profile ci`, `-E 'binary(vm)'`.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "NEXTEST_ARGS"
+        )]
+        args: Vec<String>,
+    },
+    /// The lock file of pinned Debian packages.
+    Lock {
+        #[command(subcommand)]
+        command: LockCmd,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum HostCmd {
+    /// Give host devices a killed lab left on vfio-pci back to their drivers (its journals in
+    /// the cache); devices a running lab holds are left alone. Idempotent.
+    Restore,
+    /// The host file's devices and their state here: ID, driver, IOMMU group, what uses them.
+    Show {
+        /// hosts/NAME.toml or a path (default: LAB_HOST, else hosts/<hostname>.toml).
+        #[arg(long)]
+        host: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum TopologyCmd {
+    /// List the shipped topologies.
+    List,
+    /// Show one topology as a table, with the QEMU mapping used.
+    Show { name: String },
+    /// Write a topology mirroring this host (nodes, LLCs, SMT, distances), every vCPU pinned to
+    /// the host CPU it mirrors and node memory bound to its host node.
+    FromHost(FromHostArgs),
+}
+
+#[derive(clap::Args)]
+pub struct FromHostArgs {
+    /// The directory read as /sys (a model or captured tree, e.g. lab/tests/fixtures/hosts/NAME).
+    #[arg(long, default_value = "/sys")]
+    pub sysfs: PathBuf,
+    /// At most this many vCPUs: the first cores of every LLC are dropped (and left to QEMU's
+    /// other threads and the device models) until it fits.
+    #[arg(long)]
+    pub max_cpus: Option<u32>,
+    /// The topology's name (default: the output file's name, else `host`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Memory per NUMA node (bytes or K/M/G/T).
+    #[arg(long, default_value = "2G")]
+    pub memory: String,
+    /// Back guest memory with host hugepages of this size (`2M` or `1G`; reserved on the
+    /// host beforehand, checked before each boot).
+    #[arg(long, value_name = "SIZE")]
+    pub hugepages: Option<String>,
+    /// QEMU -cpu model (default by vendor: Skylake-Server-v4, EPYC-v4, else qemu64; `host`
+    /// boots only under KVM).
+    #[arg(long)]
+    pub cpu_model: Option<String>,
+    /// Write the file here (refused if it exists, unless --force); default: standard output.
+    #[arg(short = 'o', long)]
+    pub output: Option<PathBuf>,
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl From<FromHostArgs> for lab::host_topology::FromHost {
+    fn from(a: FromHostArgs) -> Self {
+        lab::host_topology::FromHost {
+            sysfs: a.sysfs,
+            max_cpus: a.max_cpus,
+            name: a.name,
+            memory: a.memory,
+            hugepages: a.hugepages,
+            cpu_model: a.cpu_model,
+            output: a.output,
+            force: a.force,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub enum BenchCmd {
+    /// Boot-to-first-command time of the lab vs a hand-written QEMU command line.
+    Boot {
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
+        topology: String,
+    },
+    /// `lab run -- true` as a whole process vs a hand-written QEMU line that boots the same
+    /// kernel and initramfs, runs `true` and powers off; the lab's overhead and its phases.
+    Run {
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
+        topology: String,
+    },
+    /// Kernel build times: the default kernel cold and a one-patch variant from its tree.
+    Kernel {
+        /// Build both now, into a temporary cache (minutes), instead of reading manifests.
+        #[arg(long)]
+        cold: bool,
+        #[arg(long, default_value = lab::kernel::DEFAULT_RECIPE)]
+        base: String,
+        #[arg(long, default_value = lab::bench::kernel::DEFAULT_VARIANT)]
+        variant: String,
+    },
+    /// The last nextest run's wall time, per-binary sums and slowest tests (its JUnit report).
+    Suite {
+        /// The nextest profile (default: every profile with a report).
+        #[arg(long)]
+        profile: Option<String>,
+        /// How many of the slowest tests to list.
+        #[arg(long, default_value_t = lab::bench::suite::SLOWEST)]
+        slowest: usize,
+    },
+}
+
+/// `METRIC[=MAGNITUDE]` of `--primary`.
+fn parse_primary(text: &str) -> Result<(String, Option<lab::stats::Magnitude>), String> {
+    match text.split_once('=') {
+        None if !text.is_empty() => Ok((text.to_string(), None)),
+        Some((metric, magnitude)) if !metric.is_empty() => {
+            Ok((metric.to_string(), Some(magnitude.parse()?)))
+        }
+        _ => Err(format!("{text:?}: write METRIC or METRIC=MAGNITUDE")),
+    }
+}
+
+/// `PARAM=VALUE` of `--set`.
+fn parse_set(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{text:?}: write PARAM=VALUE")),
+    }
+}
+#[derive(Subcommand)]
+pub enum ReportCmd {
+    /// Combine records of the same comparison from several machines or CI shards into one
+    /// (every boot of every record), refusing records whose kernel, topology, accelerator or
+    /// parameters differ unless grouped by that field.
+    Merge {
+        /// Run directories, results directories (searched for record.json) or record files.
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+        /// Let records differ in this field (kernel, topology, accelerator, parameters): each
+        /// of its values gets its own columns.
+        #[arg(long = "group-by", value_name = "FIELD")]
+        group_by: Vec<lab::report::merge::Field>,
+        /// Where the merged record, table and page go (default: a new directory under
+        /// results/<comparison>/).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Mark the tests that passed with parts skipped here (their LAB-SKIP lines: no KVM, a
+    /// missing host tool) as skipped in nextest JUnit reports, in place, and list them.
+    JunitSkips {
+        #[arg(required = true, value_name = "JUNIT_XML")]
+        files: Vec<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum KernelCmd {
+    /// Build a recipe (and its base) into the cache.
+    Build { recipes: Vec<String> },
+    /// List cached kernels.
+    List,
+    /// Remove cached kernels no current recipe uses.
+    Gc {
+        /// Remove every cached kernel.
+        #[arg(long)]
+        all: bool,
+        /// Also drop the object trees of kept kernels (variants then build cold).
+        #[arg(long)]
+        drop_trees: bool,
+        /// Only say what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum LockCmd {
+    /// Re-resolve every locked bundle against today's archive and rewrite the lock.
+    Update,
+}
