@@ -1,4 +1,5 @@
-//! Builds the lab's guest programs (the agent crate's binaries: the agent and `lab-numa01`) as
+//! Builds the lab's guest programs (the agent crate's binaries: the agent, `lab-numa01` and
+//! `lab-udp-sink`) as
 //! static x86_64 binaries and leaves each at `$OUT_DIR/<name>` with its sha256 beside it
 //! (`<name>.sha256`), where `lab::agent::LAB_PROGRAMS` embeds them. The guest initramfs has no
 //! libc, hence `+crt-static`.
@@ -15,7 +16,7 @@ const GUEST_TARGET: &str = "x86_64-unknown-linux-gnu";
 
 /// The static guest binaries of the agent crate: the agent itself and the lab's own workloads,
 /// each with its line in `lab::agent::LAB_PROGRAMS`.
-const GUEST_BINARIES: &[&str] = &["lab-agent", "lab-numa01"];
+const GUEST_BINARIES: &[&str] = &["lab-agent", "lab-numa01", "lab-udp-sink"];
 
 fn main() {
     let manifest_dir =

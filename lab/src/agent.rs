@@ -37,9 +37,17 @@ pub const AGENT: LabProgram = embedded!("lab-agent", "/init");
 /// it.
 pub const NUMA01_GUEST_PATH: &str = "/usr/bin/lab-numa01";
 
+/// Where an image that lists `lab-udp-sink` (a UDP receiver, the task a NIC's interrupt wakes)
+/// puts it.
+pub const UDP_SINK_GUEST_PATH: &str = "/usr/bin/lab-udp-sink";
+
 /// Every program the lab builds for its guests. A new one is a line here and its name in
 /// `lab/build.rs`'s `GUEST_BINARIES`.
-pub const LAB_PROGRAMS: &[LabProgram] = &[AGENT, embedded!("lab-numa01", NUMA01_GUEST_PATH)];
+pub const LAB_PROGRAMS: &[LabProgram] = &[
+    AGENT,
+    embedded!("lab-numa01", NUMA01_GUEST_PATH),
+    embedded!("lab-udp-sink", UDP_SINK_GUEST_PATH),
+];
 
 /// The programs an image recipe may list in `lab_programs`: all but the agent, which every
 /// image has anyway.

@@ -32,6 +32,9 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::cache::Cache;
+/// The attribute a [`Device`] implementation needs (`#[lab::devices::async_trait]`), so a test
+/// file defining its own device needs no dependency of its own for it.
+pub use async_trait::async_trait;
 pub use builtin::Nvme;
 pub use guest::{bind_and_pin, BoundDevice, Vector};
 pub use lab_dma::Engine;
