@@ -395,7 +395,7 @@ impl<S: Scenario> Experiment<S> {
     /// host file, every device validated. Everything here fails before anything is built.
     pub fn plan(&self) -> Result<Vec<(Variant, S::Params, BootPlan)>> {
         self.check()?;
-        let topology = Topology::by_name(&self.topology)?;
+        let topology = Topology::by_name(&self.topology).map_err(crate::Error::from)?;
         let mut replacements: Vec<(usize, DeviceSpec)> = self.devices.clone().into_iter().collect();
         for (index, device) in &mut replacements {
             crate::devices::resolve(std::slice::from_mut(device), self.host.as_deref())
@@ -436,7 +436,7 @@ impl<S: Scenario> Experiment<S> {
     /// reached (or exactly `repetitions` per variant when fixed), and returns the record.
     pub async fn run(&self, lab: &Lab) -> Result<Outcome> {
         let planned = self.plan()?;
-        let topology = Topology::by_name(&self.topology)?;
+        let topology = Topology::by_name(&self.topology).map_err(crate::Error::from)?;
         // Kernels and images first, so boots are not interleaved with builds.
         let mut arms = Vec::new();
         for (variant, params, plan) in planned {

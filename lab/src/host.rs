@@ -181,6 +181,22 @@ impl Lab {
         self.accel.is_kvm()
     }
 
+    /// Ok under KVM; otherwise [`crate::Error::NoKvm`] for `what`, with the accelerator and the
+    /// probe's reason.
+    pub fn require_kvm(&self, what: &str) -> Result<(), crate::Error> {
+        if self.on_kvm() {
+            return Ok(());
+        }
+        Err(crate::Error::NoKvm {
+            what: what.to_string(),
+            reason: format!(
+                "the accelerator is {} ({})",
+                self.accel.name(),
+                self.accel_probe.reason
+            ),
+        })
+    }
+
     /// The guest image for `kernel` (built on first use).
     pub fn image(&self, recipe: &str, kernel: &BootKernel) -> Result<GuestImage> {
         let _span = tracing::debug_span!("guest_image", recipe).entered();
@@ -205,7 +221,8 @@ impl Lab {
         crate::devices::resolve(&mut opts.devices, opts.host.as_deref())?;
         let topology = match opts.shape {
             Some(t) => t,
-            None => Topology::by_name(opts.topology.as_deref().unwrap_or(DEFAULT_TOPOLOGY))?,
+            None => Topology::by_name(opts.topology.as_deref().unwrap_or(DEFAULT_TOPOLOGY))
+                .map_err(crate::Error::from)?,
         };
         let kernel = opts.kernel.unwrap_or_else(|| self.default_kernel.clone());
         let image_name = opts.image.unwrap_or_else(|| DEFAULT_IMAGE.to_string());

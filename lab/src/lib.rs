@@ -12,6 +12,7 @@ pub mod cache;
 pub mod debian;
 pub mod devices;
 pub mod doctor;
+pub mod error;
 pub mod experiment;
 pub mod guest;
 pub mod host;
@@ -39,6 +40,7 @@ pub mod variant;
 pub mod vm;
 pub mod workload;
 
+pub use error::Error;
 pub use host::{BootOptions, Lab};
 
 /// The lab's result type: errors carry context chains (`anyhow`); modules whose errors a caller

@@ -28,9 +28,21 @@ pub fn reject(cause: impl Into<String>) -> anyhow::Error {
     })
 }
 
-/// The rejection anywhere in `error`'s chain (context added on the way keeps it findable).
-pub fn rejection(error: &anyhow::Error) -> Option<&Rejected> {
-    error.chain().find_map(|e| e.downcast_ref::<Rejected>())
+/// The rejection anywhere in `error`'s chain (context added on the way keeps it findable): a
+/// [`reject`]ed sample, or a guest whose kernel log or taint mask showed a fault
+/// ([`crate::Error::GuestFault`]).
+pub fn rejection(error: &anyhow::Error) -> Option<Rejected> {
+    error.chain().find_map(|e| {
+        if let Some(r) = e.downcast_ref::<Rejected>() {
+            return Some(r.clone());
+        }
+        match e.downcast_ref::<crate::Error>() {
+            Some(fault @ crate::Error::GuestFault { .. }) => Some(Rejected {
+                cause: fault.to_string(),
+            }),
+            _ => None,
+        }
+    })
 }
 
 #[cfg(test)]
@@ -43,8 +55,17 @@ mod tests {
         let e: anyhow::Result<()> = Err(reject("the trace lost 3 events"));
         let e = e.context("measuring boot 4").unwrap_err();
         assert_eq!(
-            rejection(&e).map(|r| r.cause.as_str()),
-            Some("the trace lost 3 events")
+            rejection(&e).map(|r| r.cause),
+            Some("the trace lost 3 events".to_string())
+        );
+        let fault: anyhow::Error = crate::Error::GuestFault {
+            vm: "a".into(),
+            problems: vec!["the kernel log shows a WARNING: WARNING: CPU: 0".into()],
+        }
+        .into();
+        assert_eq!(
+            rejection(&fault.context("measuring")).map(|r| r.cause),
+            Some("guest a: the kernel log shows a WARNING: WARNING: CPU: 0".to_string())
         );
         assert!(format!("{e:#}").contains("not a valid sample: the trace lost 3 events"));
         assert!(rejection(&anyhow::anyhow!("QEMU exited")).is_none());

@@ -120,13 +120,8 @@ fn host_lacks_line(part: &str, what: &str, how: &str) -> String {
 /// For a test that needs KVM as a whole (named `..._on_real_hardware`, run only by the `kvm`
 /// nextest profile): panics unless the lab runs guests under KVM.
 pub fn require_kvm(lab: &Lab, why: &str) {
-    if !lab.on_kvm() {
-        panic!(
-            "{}: needs KVM, and the accelerator is {} ({}). {why}",
-            current_test(),
-            lab.accel.name(),
-            lab.accel_probe.reason
-        );
+    if let Err(e) = lab.require_kvm(&current_test()) {
+        panic!("{e}. {why}");
     }
 }
 

@@ -21,6 +21,9 @@ use crate::toolchain::Accel;
 pub struct CpuSlots {
     dir: PathBuf,
     total: usize,
+    /// How long a guest waits for its slots before [`crate::Error::SlotWaitTimeout`]; `None`:
+    /// as long as it takes.
+    max_wait: Option<Duration>,
 }
 
 /// Slots held by one guest; released when dropped.
@@ -46,12 +49,30 @@ impl CpuSlots {
         Ok(CpuSlots {
             dir: dir.into(),
             total,
+            max_wait: None,
         })
     }
 
+    /// Gives up waiting for slots after `wait` (see [`CpuSlots::acquire`]).
+    pub fn with_max_wait(mut self, wait: Option<Duration>) -> CpuSlots {
+        self.max_wait = wait;
+        self
+    }
+
     /// The slots under `cache_root`: `LAB_CPUS` of them if set (for a host shared with other
-    /// work), otherwise one per CPU this process may run on.
+    /// work), otherwise one per CPU this process may run on; a guest waits for them at most
+    /// `LAB_SLOT_WAIT` seconds if set, else as long as it takes.
     pub fn for_host(cache_root: &Path) -> Result<CpuSlots> {
+        let max_wait = match std::env::var("LAB_SLOT_WAIT") {
+            Ok(text) => Some(Duration::from_secs(text.trim().parse().with_context(
+                || format!("LAB_SLOT_WAIT={text:?}: expected whole seconds"),
+            )?)),
+            Err(_) => None,
+        };
+        Ok(CpuSlots::with_total(cache_root)?.with_max_wait(max_wait))
+    }
+
+    fn with_total(cache_root: &Path) -> Result<CpuSlots> {
         let total = match std::env::var("LAB_CPUS") {
             Ok(text) => text
                 .trim()
@@ -102,7 +123,8 @@ impl CpuSlots {
                         held_line = Some(got.context("waiting in line for a CPU slot")??);
                         line = None;
                     }
-                    _ = tokio::time::sleep(Duration::from_secs(2)), if !told => {}
+                    // Wake now and then to say so, and to give up at the wait's limit.
+                    _ = tokio::time::sleep(Duration::from_millis(250)) => {}
                 }
             } else {
                 if let Some(guard) = self.try_acquire(want)? {
@@ -110,6 +132,14 @@ impl CpuSlots {
                     return Ok(guard);
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            if let Some(limit) = self.max_wait.filter(|l| started.elapsed() > *l) {
+                return Err(crate::Error::SlotWaitTimeout {
+                    wanted: want,
+                    total: self.total,
+                    waited: limit,
+                }
+                .into());
             }
             if !told && started.elapsed() > Duration::from_secs(2) {
                 crate::progress::step(format!(
@@ -178,6 +208,28 @@ mod tests {
         assert!(slots.try_acquire(1).unwrap().is_none());
         drop(all);
         assert!(slots.try_acquire(2).unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_bounded_wait_ends_in_a_typed_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let slots = CpuSlots::new(dir.path(), 1)
+            .unwrap()
+            .with_max_wait(Some(Duration::from_millis(300)));
+        let held = slots.acquire(1).await.unwrap();
+        let started = Instant::now();
+        let err = slots.acquire(1).await.unwrap_err();
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert!(matches!(
+            crate::Error::find(&err),
+            Some(crate::Error::SlotWaitTimeout {
+                wanted: 1,
+                total: 1,
+                ..
+            })
+        ));
+        drop(held);
+        slots.acquire(1).await.unwrap();
     }
 
     #[tokio::test]

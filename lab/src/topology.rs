@@ -160,6 +160,48 @@ pub enum TopologyError {
     ListDir { dir: PathBuf, error: std::io::Error },
 }
 
+/// At the lab's facade a topology that does not load is bad input: the file and the field.
+impl From<TopologyError> for crate::Error {
+    fn from(e: TopologyError) -> crate::Error {
+        let bad = |file: PathBuf, field: &str, message: String| crate::Error::BadInput {
+            file,
+            field: field.to_string(),
+            message,
+        };
+        match e {
+            TopologyError::Invalid {
+                file,
+                field,
+                message,
+                ..
+            } => bad(file, &field, message),
+            TopologyError::Syntax { file, error, hint } => bad(
+                file,
+                "TOML",
+                format!("{}{hint}", error.to_string().trim_end()),
+            ),
+            TopologyError::Read { file, error } => {
+                bad(file, "file", format!("cannot read: {error}"))
+            }
+            TopologyError::NotFound {
+                name,
+                dir,
+                available,
+            } => bad(
+                dir,
+                "name",
+                format!(
+                    "no topology named {name:?} (set {TOPOLOGIES_DIR_ENV} to search another \
+                     directory); available: {available}"
+                ),
+            ),
+            TopologyError::ListDir { dir, error } => {
+                bad(dir, "directory", format!("cannot list topologies: {error}"))
+            }
+        }
+    }
+}
+
 impl TopologyError {
     /// The validation problem, if this is one.
     pub fn kind(&self) -> Option<InvalidKind> {

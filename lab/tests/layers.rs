@@ -2,7 +2,7 @@
 //! `lab/src` may use modules of its own layer or below, never above, and the modules'
 //! `crate::` references form no circle. The order is the one in docs/ARCHITECTURE.md:
 //!
-//! 1. base: the crate root's helpers, `agent`, `names`, `process`, `progress`, `cache`,
+//! 1. base: the crate root's helpers, `error`, `agent`, `names`, `process`, `progress`, `cache`,
 //!    `stats`, `sample`;
 //! 2. supply: `debian`, `toolchain`, `slots`;
 //! 3. inputs: `topology`, `host_topology`, `hosts`, `kernel`, `image`, `variant`;
@@ -22,7 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "base",
         &[
-            "lib", "agent", "names", "process", "progress", "cache", "stats", "sample",
+            "lib", "error", "agent", "names", "process", "progress", "cache", "stats", "sample",
         ],
     ),
     ("supply", &["debian", "toolchain", "slots"]),
@@ -63,6 +63,7 @@ const BINARY: &[&str] = &["main", "cli"];
 
 /// What the crate root re-exports or defines, by the module that owns it.
 const ROOT_ITEMS: &[(&str, &str)] = &[
+    ("Error", "error"),
     ("Lab", "host"),
     ("BootOptions", "host"),
     ("Result", "lib"),

@@ -154,12 +154,16 @@ impl Claim {
         fs::create_dir_all(journal_dir)
             .with_context(|| format!("creating {}", journal_dir.display()))?;
         let (journal_path, lock_path) = group_paths(journal_dir, &group);
-        let lock = try_lock(&lock_path)?.with_context(|| {
-            format!(
-                "{what}: IOMMU group {group} is taken by another lab process (lock {})",
-                lock_path.display()
-            )
-        })?;
+        let Some(lock) = try_lock(&lock_path)? else {
+            return Err(crate::Error::DeviceInUse {
+                device: what,
+                users: format!(
+                    "IOMMU group {group} is taken by another lab process (lock {})",
+                    lock_path.display()
+                ),
+            }
+            .into());
+        };
         // A journal nobody holds is a killed lab's: give the host its drivers back first, or
         // this claim would record vfio-pci as the original driver.
         if journal_path.exists() {
@@ -211,7 +215,11 @@ impl Claim {
             });
         }
         if !refusals.is_empty() {
-            bail!("{what}: refused: {}", refusals.join("; "));
+            return Err(crate::Error::DeviceInUse {
+                device: what,
+                users: refusals.join("; "),
+            }
+            .into());
         }
         let journal = Journal {
             sysfs: sysfs.root().to_path_buf(),

@@ -254,22 +254,31 @@ fn load_chain(dirs: &RecipeDirs, name: &str, seen: &mut Vec<String>) -> Result<R
         .with_context(|| format!("kernel recipe {name:?}: cannot read {}", file.display()))?;
     let raw: RecipeFile =
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-    let at = |field: &str| format!("{}: field `{field}`", file.display());
+    let bad = |field: &str, message: String| crate::error::bad_input(&file, field, message);
 
     let base = match &raw.base {
-        Some(b) => Some(Box::new(
-            load_chain(dirs, b, seen).with_context(|| format!("{}: base {b:?}", at("base")))?,
-        )),
+        Some(b) => {
+            Some(Box::new(load_chain(dirs, b, seen).with_context(|| {
+                format!("{}: base: {b:?}", file.display())
+            })?))
+        }
         None => None,
     };
 
     let source = match (&raw.source, &base) {
-        (Some(_), Some(_)) => bail!(
-            "{}: a recipe with `base` takes its source from the base",
-            at("source")
-        ),
+        (Some(_), Some(_)) => {
+            return Err(bad(
+                "source",
+                "a recipe with `base` takes its source from the base".into(),
+            ))
+        }
         (None, Some(b)) => b.source.clone(),
-        (None, None) => bail!("{}: missing (set `base` or a [source] table)", at("source")),
+        (None, None) => {
+            return Err(bad(
+                "source",
+                "missing (set `base` or a [source] table)".into(),
+            ))
+        }
         (Some(spec), None) => source_from_spec(spec, &file)?,
     };
 
@@ -291,7 +300,7 @@ fn load_chain(dirs: &RecipeDirs, name: &str, seen: &mut Vec<String>) -> Result<R
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
         {
-            bail!("{}: {value:?} is not a make target name", at(field));
+            return Err(bad(field, format!("{value:?} is not a make target name")));
         }
     }
     if let Some(b) = &base {
@@ -302,8 +311,8 @@ fn load_chain(dirs: &RecipeDirs, name: &str, seen: &mut Vec<String>) -> Result<R
 
     let mut config = base.as_ref().map(|b| b.config.clone()).unwrap_or_default();
     for (i, frag) in raw.config.iter().enumerate() {
-        let path =
-            resolve_in(&dirs.config, frag).with_context(|| format!("{}[{i}]", at("config")))?;
+        let path = resolve_in(&dirs.config, frag)
+            .map_err(|e| bad(&format!("config[{i}]"), format!("{e:#}")))?;
         config.push(FragmentRef {
             name: frag.clone(),
             sha256: sha256_file(&path)?,
@@ -312,8 +321,8 @@ fn load_chain(dirs: &RecipeDirs, name: &str, seen: &mut Vec<String>) -> Result<R
     }
     let mut patches = base.as_ref().map(|b| b.patches.clone()).unwrap_or_default();
     for (i, p) in raw.patches.iter().enumerate() {
-        let path =
-            resolve_in(&dirs.patches, p).with_context(|| format!("{}[{i}]", at("patches")))?;
+        let path = resolve_in(&dirs.patches, p)
+            .map_err(|e| bad(&format!("patches[{i}]"), format!("{e:#}")))?;
         patches.push(PatchRef {
             name: p.clone(),
             sha256: sha256_file(&path)?,
@@ -341,7 +350,9 @@ fn load_chain(dirs: &RecipeDirs, name: &str, seen: &mut Vec<String>) -> Result<R
 }
 
 fn source_from_spec(spec: &SourceSpec, file: &Path) -> Result<Source> {
-    let at = |field: &str| format!("{}: field `source.{field}`", file.display());
+    let bad = |field: &str, message: String| {
+        crate::error::bad_input(file, format!("source.{field}"), message)
+    };
     let set = [
         spec.debian.is_some(),
         spec.git.is_some(),
@@ -351,10 +362,11 @@ fn source_from_spec(spec: &SourceSpec, file: &Path) -> Result<Source> {
     .filter(|s| **s)
     .count();
     if set != 1 {
-        bail!(
-            "{}: [source] needs exactly one of `debian`, `git` (with `ref`), `tarball` (with `sha256`)",
-            file.display()
-        );
+        return Err(crate::error::bad_input(
+            file,
+            "source",
+            "needs exactly one of `debian`, `git` (with `ref`), `tarball` (with `sha256`)",
+        ));
     }
     let relative = |p: &PathBuf| {
         if p.is_absolute() {
@@ -365,16 +377,16 @@ fn source_from_spec(spec: &SourceSpec, file: &Path) -> Result<Source> {
     };
     if let Some(package) = &spec.debian {
         if spec.reference.is_some() || spec.sha256.is_some() {
-            bail!(
-                "{}: `ref`/`sha256` do not apply to a Debian source (the lock file pins it)",
-                at("debian")
-            );
+            return Err(bad(
+                "debian",
+                "`ref`/`sha256` do not apply to a Debian source (the lock file pins it)".into(),
+            ));
         }
         if !package.starts_with("linux-source") || package.contains(char::is_whitespace) {
-            bail!(
-                "{}: {package:?} is not a linux-source package",
-                at("debian")
-            );
+            return Err(bad(
+                "debian",
+                format!("{package:?} is not a linux-source package"),
+            ));
         }
         return Ok(Source::Debian {
             package: package.clone(),
@@ -384,9 +396,9 @@ fn source_from_spec(spec: &SourceSpec, file: &Path) -> Result<Source> {
         let reference = spec
             .reference
             .clone()
-            .with_context(|| format!("{}: missing (a git source needs a ref)", at("ref")))?;
+            .ok_or_else(|| bad("ref", "missing (a git source needs a ref)".into()))?;
         if reference.starts_with('-') || reference.is_empty() {
-            bail!("{}: {reference:?} is not a git ref", at("ref"));
+            return Err(bad("ref", format!("{reference:?} is not a git ref")));
         }
         return Ok(Source::Git {
             repo: relative(repo),
@@ -394,14 +406,14 @@ fn source_from_spec(spec: &SourceSpec, file: &Path) -> Result<Source> {
         });
     }
     let tarball = spec.tarball.as_ref().expect("counted above");
-    let sha256 = spec.sha256.clone().with_context(|| {
-        format!(
-            "{}: missing (a tarball source needs its sha256)",
-            at("sha256")
+    let sha256 = spec.sha256.clone().ok_or_else(|| {
+        bad(
+            "sha256",
+            "missing (a tarball source needs its sha256)".into(),
         )
     })?;
     if sha256.len() != 64 || !sha256.chars().all(|c| c.is_ascii_hexdigit()) {
-        bail!("{}: {sha256:?} is not a hex sha256", at("sha256"));
+        return Err(bad("sha256", format!("{sha256:?} is not a hex sha256")));
     }
     Ok(Source::Tarball {
         path: relative(tarball),

@@ -66,8 +66,8 @@ pub fn problems(tainted: u64, log: &str) -> Vec<String> {
     found
 }
 
-/// Reads the guest's taint mask and kernel log; `Err` with a [`crate::sample::reject`]
-/// naming every problem when there is one.
+/// Reads the guest's taint mask and kernel log; `Err` with a [`crate::Error::GuestFault`]
+/// naming every problem when there is one (a refused sample to the runner).
 pub async fn check(vm: &Vm) -> Result<()> {
     let out = vm
         .sh("cat /proc/sys/kernel/tainted; dmesg")
@@ -82,11 +82,11 @@ pub async fn check(vm: &Vm) -> Result<()> {
     if found.is_empty() {
         return Ok(());
     }
-    Err(crate::sample::reject(format!(
-        "{}: {}",
-        vm.name,
-        found.join("; ")
-    )))
+    Err(crate::Error::GuestFault {
+        vm: vm.name.clone(),
+        problems: found,
+    }
+    .into())
 }
 
 #[cfg(test)]

@@ -41,35 +41,6 @@ pub struct VmSpec {
     pub log_dir: PathBuf,
 }
 
-/// Why a VM failed; every variant quotes the serial console.
-#[derive(Debug, thiserror::Error)]
-pub enum VmError {
-    #[error("guest {vm} panicked: {line}\nlast lines of {log}:\n{tail}")]
-    Panicked {
-        vm: String,
-        line: String,
-        log: String,
-        tail: String,
-    },
-    #[error(
-        "guest {vm} did not become ready within {timeout:?} (hang?)\nlast lines of {log}:\n{tail}"
-    )]
-    BootTimeout {
-        vm: String,
-        timeout: Duration,
-        log: String,
-        tail: String,
-    },
-    #[error("QEMU for {vm} exited ({status}) before the guest was ready\nQEMU said: {stderr}\nlast lines of {log}:\n{tail}")]
-    QemuExited {
-        vm: String,
-        status: String,
-        stderr: String,
-        log: String,
-        tail: String,
-    },
-}
-
 /// A running guest. Dropping it kills QEMU and its device models.
 pub struct Vm {
     pub name: String,
@@ -249,7 +220,7 @@ impl Vm {
             r = tokio::time::timeout(spec.boot_timeout, connect) => match r {
                 Ok(Ok(ready)) => Ok(ready),
                 Ok(Err(e)) => Err(e.context(format!("connecting to guest {name}"))),
-                Err(_) => Err(VmError::BootTimeout {
+                Err(_) => Err(crate::Error::GuestHang {
                     vm: name.clone(),
                     timeout: spec.boot_timeout,
                     log: console.log_path.display().to_string(),
@@ -260,7 +231,7 @@ impl Vm {
                 let line = match state { ConsoleState::Panicked(l) => l, _ => "console closed".into() };
                 // Give the console a moment to collect the panic's backtrace.
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                Err(VmError::Panicked {
+                Err(crate::Error::GuestPanic {
                     vm: name.clone(),
                     line,
                     log: console.log_path.display().to_string(),
@@ -274,8 +245,8 @@ impl Vm {
                 let text = std::fs::read_to_string(&stderr_log).unwrap_or_default();
                 let line = console.tail().into_iter().find(|l| l.contains("Kernel panic"));
                 Err(match line {
-                    Some(line) => VmError::Panicked { vm: name.clone(), line, log: console.log_path.display().to_string(), tail: console.tail_text() },
-                    None => VmError::QemuExited { vm: name.clone(), status, stderr: text.trim().to_string(), log: console.log_path.display().to_string(), tail: console.tail_text() },
+                    Some(line) => crate::Error::GuestPanic { vm: name.clone(), line, log: console.log_path.display().to_string(), tail: console.tail_text() },
+                    None => crate::Error::QemuExited { vm: name.clone(), status, stderr: text.trim().to_string(), log: console.log_path.display().to_string(), tail: console.tail_text() },
                 }.into())
             },
         };
