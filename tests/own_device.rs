@@ -217,7 +217,7 @@ async fn udp_sent_at_a_set_rate_reaches_a_receiver_through_the_nic_interrupt() {
     };
     let before = Interrupts::parse(&vm.sh("cat /proc/interrupts").await.unwrap()).unwrap();
     // The receiver first (it writes its ready file once bound), then the flow.
-    let receiver = lab::guest::GuestCommand::shell(&format!(
+    let receiver = lab::guest::GuestCommand::shell(format!(
         "taskset -c 3 lab-udp-sink --port {port} --count {} --idle-ms 3000 --ready /tmp/sink.ready",
         flow.count
     ));

@@ -524,7 +524,7 @@ fn recipe_errors_name_the_file_and_field() {
             "pathces = []\n[source]\ndebian = \"linux-source-6.12\"\n",
             &["t2.toml", "pathces"],
         ),
-        ("t3", "config = []\n", &["t3.toml", "`source`"]),
+        ("t3", "config = []\n", &["t3.toml", "source: missing"]),
         (
             "t4",
             "[source]\ndebian = \"linux-source-6.12\"\ngit = \"/x\"\n",
@@ -560,9 +560,15 @@ fn recipe_errors_name_the_file_and_field() {
     ];
     for (name, text, needles) in cases {
         f.recipe(name, text);
-        let err = format!("{:#}", kernel::load_recipe(&f.opts.dirs, name).unwrap_err());
+        let error = kernel::load_recipe(&f.opts.dirs, name).unwrap_err();
+        let err = format!("{error:#}");
         for n in *needles {
             assert!(err.contains(n), "{name}: {n:?} not in: {err}");
+        }
+        // Field errors are typed: the file and the field, for a caller to act on.
+        if let Some(lab::Error::BadInput { file, field, .. }) = lab::Error::find(&error) {
+            assert!(file.ends_with(format!("{name}.toml")), "{name}: {file:?}");
+            assert!(err.contains(field.as_str()), "{name}: {field}");
         }
     }
     let err = format!(
@@ -570,6 +576,11 @@ fn recipe_errors_name_the_file_and_field() {
         kernel::load_recipe(&f.opts.dirs, "no-such").unwrap_err()
     );
     assert!(err.contains("no-such.toml"), "{err}");
+    let missing_source = kernel::load_recipe(&f.opts.dirs, "t3").unwrap_err();
+    assert!(matches!(
+        lab::Error::find(&missing_source),
+        Some(lab::Error::BadInput { field, .. }) if field == "source"
+    ));
     assert!(kernel::load_recipe(&f.opts.dirs, "../etc/passwd").is_err());
 }
 
@@ -689,7 +700,13 @@ fn real_builds_of_shipped_recipes() {
 }
 
 /// Reads a pid a fake build wrote, waiting up to `limit` for it.
-fn wait_for_pid(path: &std::path::Path, limit: std::time::Duration) -> Option<u32> {
+/// The pid written to `path`, waiting up to `limit`; `None` sooner if `lab` exits first (a build
+/// that failed before make, e.g. for a tool another test is installing, has nothing to wait for).
+fn wait_for_pid(
+    path: &std::path::Path,
+    lab: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> Option<u32> {
     let start = std::time::Instant::now();
     while start.elapsed() < limit {
         if let Some(pid) = fs::read_to_string(path)
@@ -697,6 +714,9 @@ fn wait_for_pid(path: &std::path::Path, limit: std::time::Duration) -> Option<u3
             .and_then(|t| t.trim().parse().ok())
         {
             return Some(pid);
+        }
+        if lab.try_wait().ok().flatten().is_some() {
+            return None;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
@@ -739,8 +759,8 @@ fn a_killed_kernel_build_leaves_no_make_and_no_partial_entry() {
     let mut first = lab("first").spawn().unwrap();
     let limit = std::time::Duration::from_secs(120);
     let (Some(make), Some(child)) = (
-        wait_for_pid(&f.root.join("hang.make"), limit),
-        wait_for_pid(&f.root.join("hang.child"), limit),
+        wait_for_pid(&f.root.join("hang.make"), &mut first, limit),
+        wait_for_pid(&f.root.join("hang.child"), &mut first, limit),
     ) else {
         first.kill().ok();
         panic!(
