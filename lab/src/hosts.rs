@@ -157,7 +157,7 @@ impl StandIn {
     }
 }
 
-/// One device of a host file, resolved: what a [`crate::devices::DeviceKind::Passthrough`]
+/// One device of a host file, resolved: what a [`crate::devices::Passthrough`]
 /// spec carries into the VM (and the run's manifest).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostDevice {

@@ -96,7 +96,7 @@ pub const LAB_NEEDS: &[Need] = &[
         ],
     },
     Need {
-        who: "DeviceKind::LabDma (ioatdma, ptdma and dmatest, loaded with modprobe)",
+        who: "devices::lab_dma (ioatdma, ptdma and dmatest, loaded with modprobe)",
         symbols: &[
             ("PCI_MSI", "y"),
             ("MODULES", "y"),
@@ -109,11 +109,11 @@ pub const LAB_NEEDS: &[Need] = &[
         ],
     },
     Need {
-        who: "DeviceKind::Nvme (QEMU's nvme controller)",
+        who: "devices::Nvme (QEMU's nvme controller)",
         symbols: &[("BLOCK", "y"), ("BLK_DEV_NVME", "y")],
     },
     Need {
-        who: "DeviceKind::Nic (virtio-net-pci)",
+        who: "devices::Nic (virtio-net-pci)",
         symbols: &[("NET", "y"), ("INET", "y"), ("VIRTIO_NET", "y")],
     },
     Need {
