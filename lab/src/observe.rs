@@ -754,10 +754,12 @@ impl VmStat {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const TRACE: &str = "\
+    /// A task created asleep on CPU 0, woken from CPU 2 and placed there, later moved 2 -> 5 by
+    /// CPU 2's stopper; scenario unit tests read it too.
+    pub(crate) const TRACE: &str = "\
 # tracer: nop
 #
   kworker/0:1-12      [000] d..2.    10.000100: sched_switch: prev_comm=kworker/0:1 prev_pid=12 prev_prio=120 prev_state=I ==> next_comm=dma0chan0-copy0 next_pid=90 next_prio=120

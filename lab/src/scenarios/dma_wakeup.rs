@@ -475,16 +475,7 @@ mod tests {
 
     /// The thread created asleep on CPU 0, then woken from CPU 2 (another LLC of node 0) and
     /// placed there; later moved 2 -> 5 by CPU 2's stopper.
-    const PULLED_TRACE: &str = "\
-  kworker/0:1-12      [000] d..2.    10.000100: sched_switch: prev_comm=kworker/0:1 prev_pid=12 prev_prio=120 prev_state=I ==> next_comm=dma0chan0-copy0 next_pid=90 next_prio=120
- dma0chan0-copy0-90   [000] d..2.    10.000300: sched_switch: prev_comm=dma0chan0-copy0 prev_pid=90 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
-          <idle>-0     [002] d.h1.    10.000400: irq_handler_entry: irq=24 name=ioat-msix
-          <idle>-0     [002] d.s2.    10.000440: sched_waking: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=000
-          <idle>-0     [002] d.s2.    10.000450: sched_wakeup: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=002
-          <idle>-0     [002] d.s2.    10.000451: sched_migrate_task: comm=dma0chan0-copy0 pid=90 prio=120 orig_cpu=0 dest_cpu=2
-          <idle>-0     [002] d..2.    10.000500: sched_switch: prev_comm=swapper/2 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=dma0chan0-copy0 next_pid=90 next_prio=120
-     migration/2-30    [002] d..2.    10.000900: sched_migrate_task: comm=dma0chan0-copy0 pid=90 prio=130 orig_cpu=2 dest_cpu=5
-";
+    const PULLED_TRACE: &str = crate::observe::tests::TRACE;
 
     fn cross_llc(trace: &str) -> CrossLlcWakeups {
         let events = crate::observe::parse_trace(trace);
