@@ -67,7 +67,11 @@ async fn the_scan_stalls_under_fc137c0ddab2s_rule_not_on_v6_12_nor_without_the_f
     // interval of its shift inside +-40%. In the verdicts' soak of 2026-12-01: v6.12
     // 632090-1208229, revert 623023-1082011, pid-only 43406-235505; pid-only decided at 5 boots
     // (shift about -850000 against a magnitude of about 380000), the revert SAME at 5 to 9 boots
-    // a side (shifts -21735 to -161097, intervals inside -362469..+278747).
+    // a side (shifts -21735 to -161097, intervals inside -362469..+278747). In the five runs of
+    // 2026-12-02 (CI and a 4-run soak): v6.12 587900-1060000, revert 583700-1250000, pid-only
+    // 18120-357300; pid-only decided at 5 boots (shift -601814 to -746789, magnitude
+    // 299468-350900), the revert SAME at 4 to 9 a side (shifts +2356 to +132549, intervals
+    // inside -182107..+326804).
     let lab = common::lab().await;
     let mut experiment = s4();
     if lab.on_kvm() {
