@@ -389,7 +389,7 @@ mod tests {
                 && got == "not set"));
         assert!(unmet
             .iter()
-            .any(|(who, sym, wanted, got)| who.contains("LabDma")
+            .any(|(who, sym, wanted, got)| who.contains("lab_dma")
                 && sym == "CONFIG_INTEL_IOATDMA"
                 && *wanted == "m"
                 && got == "y"));
