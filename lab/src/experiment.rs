@@ -247,6 +247,9 @@ struct Arm<P> {
     image: crate::image::GuestImage,
 }
 
+/// One variant of an [`Experiment`], planned: the variant, its parameters and its boot plan.
+pub type PlannedVariant<S> = (Variant, <S as Scenario>::Params, BootPlan);
+
 impl<S: Scenario> Experiment<S> {
     /// The scenario's default comparison: its variants, its topology, its primary metrics,
     /// boots added while a primary verdict is UNKNOWN ([`Repetitions::default`]).
@@ -393,7 +396,13 @@ impl<S: Scenario> Experiment<S> {
     /// Checks the experiment and plans every variant's boot: parameters, the scenario's plan,
     /// device replacements ([`Experiment::device`]) and passthrough devices looked up in the
     /// host file, every device validated. Everything here fails before anything is built.
-    pub fn plan(&self) -> Result<Vec<(Variant, S::Params, BootPlan)>> {
+    pub fn plan(&self) -> Result<Vec<PlannedVariant<S>>> {
+        Ok(self.plan_with_topology()?.1)
+    }
+
+    /// [`Experiment::plan`], with the topology it planned on (loaded once; a topology that does
+    /// not load is [`crate::Error::BadInput`]).
+    fn plan_with_topology(&self) -> Result<(Topology, Vec<PlannedVariant<S>>)> {
         self.check()?;
         let topology = Topology::by_name(&self.topology).map_err(crate::Error::from)?;
         let mut replacements: Vec<(usize, DeviceSpec)> = self.devices.clone().into_iter().collect();
@@ -429,14 +438,13 @@ impl<S: Scenario> Experiment<S> {
             }
             planned.push((variant.clone(), params, plan));
         }
-        Ok(planned)
+        Ok((topology, planned))
     }
 
     /// Runs the comparison in stages until every primary verdict is decided, or the cap is
     /// reached (or exactly `repetitions` per variant when fixed), and returns the record.
     pub async fn run(&self, lab: &Lab) -> Result<Outcome> {
-        let planned = self.plan()?;
-        let topology = Topology::by_name(&self.topology).map_err(crate::Error::from)?;
+        let (topology, planned) = self.plan_with_topology()?;
         // Kernels and images first, so boots are not interleaved with builds.
         let mut arms = Vec::new();
         for (variant, params, plan) in planned {
