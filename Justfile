@@ -27,6 +27,10 @@ fuzz cases="20000":
 report *args:
     cargo run -p lab -- report {{args}}
 
+# Bisect S1's six-patch series (images/kernels/v6.12+s1-series.toml): the culprit is patch 4.
+bisect-s1 *args:
+    cargo run -p lab -- bisect dma-wakeup --good v6.12 --bad v6.12+s1-series {{args}}
+
 # Run the S1 cross-LLC placement test N times in a row and count passes.
 soak n="10":
     #!/usr/bin/env bash

@@ -845,13 +845,12 @@ impl<S: Scenario> Boots<'_, S> {
             };
             let arm = &self.arms[index];
             let failed = |error: anyhow::Error| {
-                error.context(format!(
-                    "{}: boot {} ({}); its logs are in {}",
-                    e.name,
-                    attempt + 1,
-                    arm.variant.name,
-                    boot_dir.display()
-                ))
+                error.context(BootFailure {
+                    comparison: e.name.clone(),
+                    boot: attempt + 1,
+                    variant: arm.variant.name.clone(),
+                    logs: boot_dir.clone(),
+                })
             };
             match result {
                 Ok((metrics, details)) => {
@@ -883,20 +882,44 @@ impl<S: Scenario> Boots<'_, S> {
                         .map(|r| r.cause.as_str())
                         .collect();
                     if causes.len() > e.max_rejected {
-                        bail!(
-                            "{}: {} boots of {} gave no valid sample, more than the {} a run \
+                        return Err(failed(anyhow::anyhow!(
+                            "{} boots of {} gave no valid sample, more than the {} a run \
                              allows:\n  {}",
-                            e.name,
                             causes.len(),
                             arm.variant.name,
                             e.max_rejected,
                             causes.join("\n  ")
-                        );
+                        )));
                     }
                     queue.push_back(index);
                 }
             }
         }
+    }
+}
+
+/// The context of a boot that failed (it did not boot, panicked, hung, or gave no valid sample
+/// too often): which variant, so a caller (a bisect) can tell a probe's failure from an
+/// endpoint's by downcasting instead of matching the message.
+#[derive(Debug, Clone)]
+pub struct BootFailure {
+    pub comparison: String,
+    /// From 1, in the run's boot order.
+    pub boot: usize,
+    pub variant: String,
+    pub logs: PathBuf,
+}
+
+impl std::fmt::Display for BootFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: boot {} ({}); its logs are in {}",
+            self.comparison,
+            self.boot,
+            self.variant,
+            self.logs.display()
+        )
     }
 }
 

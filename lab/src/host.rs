@@ -32,6 +32,9 @@ pub struct Lab {
     pub slots: CpuSlots,
     /// What devices' host sides get from this host (cache, sysfs, the `lab-dma` binary).
     pub devices: DeviceHost,
+    /// Where [`Lab::prepare`] finds kernel recipes (`images/kernels`, or `LAB_KERNEL_RECIPES`);
+    /// a bisect points its own copy here, with its probes' recipes beside the originals.
+    pub kernel_recipes: crate::kernel::RecipeDirs,
     default_kernel: BootKernel,
 }
 
@@ -146,6 +149,7 @@ impl Lab {
             accel,
             accel_probe,
             slots,
+            kernel_recipes: crate::kernel::RecipeDirs::default_dirs(),
             default_kernel,
         })
     }
@@ -371,10 +375,24 @@ impl Lab {
     pub async fn prepare(&self, variant: &crate::variant::Variant) -> Result<ReadyKernel> {
         let cache = self.cache.clone();
         let variant = variant.clone();
-        tokio::task::spawn_blocking(move || {
-            variant.prepare(&cache, &crate::kernel::BuildOptions::default())
-        })
-        .await?
+        let opts = self.build_options();
+        tokio::task::spawn_blocking(move || variant.prepare(&cache, &opts)).await?
+    }
+
+    /// This lab, finding kernel recipes in `dirs` instead.
+    pub fn with_recipes(&self, dirs: crate::kernel::RecipeDirs) -> Lab {
+        Lab {
+            kernel_recipes: dirs,
+            ..self.clone()
+        }
+    }
+
+    /// The default build options, with this lab's recipe directories.
+    pub fn build_options(&self) -> crate::kernel::BuildOptions {
+        crate::kernel::BuildOptions {
+            dirs: self.kernel_recipes.clone(),
+            ..crate::kernel::BuildOptions::default()
+        }
     }
 
     /// The guest image `recipe` for `kernel`, off the executor.

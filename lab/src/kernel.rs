@@ -20,9 +20,9 @@ pub mod tools;
 
 pub use boot::{apply_script, default_kernel, prepare, resolve, BootKernel, ReadyKernel, DEBIAN};
 pub use build::{
-    build, build_all, build_recipe, cache_key, current_keys, gc, gc_unused, list, list_table,
-    local_version, toolchain_id, BuildOptions, BuiltKernel, CachedKernel, GcOptions, GcReport,
-    Manifest, KIND,
+    build, build_all, build_recipe, cache_key, cached, current_keys, gc, gc_unused, list,
+    list_table, local_version, toolchain_id, BuildOptions, BuiltKernel, CachedKernel, GcOptions,
+    GcReport, Manifest, KIND,
 };
 pub use config::ConfigMismatch;
 pub use patch::PatchError;

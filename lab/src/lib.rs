@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod bench;
+pub mod bisect;
 pub mod cache;
 pub mod debian;
 pub mod devices;

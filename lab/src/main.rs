@@ -124,6 +124,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 variants,
                 repetitions,
                 max_repetitions,
+                initial_repetitions: None,
                 primaries,
                 seed,
                 topology,
@@ -149,6 +150,54 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 lab::devices::passthrough::HostReport::this_host(host.as_deref())?
             ),
         },
+        Cmd::Bisect {
+            scenario,
+            good,
+            bad,
+            series,
+            git_recipe,
+            metric,
+            set,
+            topology,
+            boot_failure,
+            max_repetitions,
+            seed,
+            name,
+            resume,
+        } => {
+            build_device_model()?;
+            let lab = lab::Lab::ready().await?;
+            let outcome = match resume {
+                Some(dir) => lab::bisect::resume(&lab, &dir).await?,
+                None => {
+                    let request = lab::bisect::Request::from_arguments(
+                        scenario.unwrap_or_default(),
+                        good.unwrap_or_default(),
+                        bad,
+                        series,
+                        git_recipe,
+                    )?;
+                    let request = lab::bisect::Request {
+                        metric,
+                        set: set.into_iter().collect(),
+                        topology,
+                        on_boot_failure: boot_failure,
+                        max_repetitions,
+                        seed,
+                        name,
+                        ..request
+                    };
+                    lab::bisect::run(&lab, request).await?
+                }
+            };
+            print!("{}", outcome.log);
+            eprintln!(
+                "lab: bisect record {}\nlab: report {}",
+                lab::bisect::BisectRecord::path(&outcome.dir).display(),
+                outcome.html.display()
+            );
+            return Ok(outcome.exit_code());
+        }
         Cmd::Report {
             command: Some(command),
             ..
@@ -273,6 +322,19 @@ fn report(results: Vec<PathBuf>, html: bool) -> Result<()> {
     } else {
         results
     };
+    // A bisect's directory shows as its log (its steps' records are in it).
+    let bisects = lab::bisect::find_records(&roots);
+    for dir in &bisects {
+        let record = lab::bisect::BisectRecord::read(dir)?;
+        print!("{}", record.log());
+        if html {
+            eprintln!("lab: {}", lab::bisect::page::write(&record, dir)?.display());
+        }
+    }
+    let roots: Vec<PathBuf> = roots.into_iter().filter(|r| !bisects.contains(r)).collect();
+    if roots.is_empty() {
+        return Ok(());
+    }
     let mut found = 0;
     for shown in lab::report::stored::show(&roots, html, &lab::scenarios::picture_of)? {
         let shown = shown?;

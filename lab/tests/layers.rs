@@ -54,6 +54,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "run",
             "prepare",
             "doctor",
+            "bisect",
         ],
     ),
 ];

@@ -252,6 +252,19 @@ pub fn build_all(cache: &Cache, names: &[String], opts: &BuildOptions) -> Result
     names.iter().map(|name| build(cache, name, opts)).collect()
 }
 
+/// The cached build of `recipe`, if there is one: nothing is built or downloaded (a Debian
+/// source is looked up by its lock-file pin). A bisect asks it to prefer probes already built.
+pub fn cached(cache: &Cache, recipe: &Recipe, opts: &BuildOptions) -> Result<Option<BuiltKernel>> {
+    let toolchain = toolchain_id()?;
+    let mut resolver = SourceResolver::new(cache, opts.lock_path.clone());
+    let offline = resolver.resolve_offline(&recipe.source)?;
+    let key = cache_key(recipe, &offline, &toolchain);
+    cache
+        .lookup(KIND, &key)
+        .map(|dir| BuiltKernel::open(&dir))
+        .transpose()
+}
+
 /// Builds an already loaded recipe.
 pub fn build_recipe(cache: &Cache, recipe: &Recipe, opts: &BuildOptions) -> Result<BuiltKernel> {
     let toolchain = toolchain_id()?;

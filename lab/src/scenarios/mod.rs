@@ -183,6 +183,8 @@ pub struct Request {
     pub repetitions: Option<usize>,
     /// The most boots per variant an adaptive run may take.
     pub max_repetitions: Option<usize>,
+    /// Boots per variant of an adaptive run's first stage (default 4).
+    pub initial_repetitions: Option<usize>,
     /// Primary metrics with their magnitudes (`None`: the metric's own); empty: the
     /// scenario's.
     pub primaries: Vec<(String, Option<crate::stats::Magnitude>)>,
@@ -228,8 +230,14 @@ async fn run<S: Scenario>(lab: &Lab, scenario: S, request: &Request) -> Result<O
     }
     if let Some(n) = request.repetitions {
         experiment = experiment.repetitions(n);
-    } else if let Some(cap) = request.max_repetitions {
-        let initial = experiment.repetitions.initial().min(cap);
+    } else if request.max_repetitions.is_some() || request.initial_repetitions.is_some() {
+        let cap = request
+            .max_repetitions
+            .unwrap_or(experiment.repetitions.cap());
+        let initial = request
+            .initial_repetitions
+            .unwrap_or(experiment.repetitions.initial())
+            .min(cap);
         experiment = experiment.adaptive(initial, cap);
     }
     for (metric, magnitude) in &request.primaries {
