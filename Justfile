@@ -31,6 +31,11 @@ report *args:
 bisect-s1 *args:
     cargo run -p lab -- bisect dma-wakeup --good v6.12 --bad v6.12+s1-series {{args}}
 
+# Seed S4's open question: which of v6.12's three VMA-scan relaxations keeps numa01 scanned
+# (images/kernels/v6.12+numa-scan-series.toml), decided on PTE updates.
+bisect-s4 *args:
+    cargo run -p lab -- bisect numa-scan --good v6.12 --bad v6.12+numa-scan-series {{args}}
+
 # Run the S1 cross-LLC placement test N times in a row and count passes.
 soak n="10":
     #!/usr/bin/env bash
