@@ -225,6 +225,24 @@ pub struct Step {
     pub seconds: f64,
 }
 
+impl Step {
+    /// The points of the step's comparison run, its base first: a probe is the base of its step
+    /// (both its verdicts come from one run), an end is the base of the others.
+    pub fn run_order(&self) -> Vec<usize> {
+        match self.kind {
+            StepKind::Probe => std::iter::once(self.point)
+                .chain(self.ends.iter().copied())
+                .collect(),
+            _ => self
+                .ends
+                .iter()
+                .copied()
+                .chain(std::iter::once(self.point))
+                .collect(),
+        }
+    }
+}
+
 /// A change the bisect found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Culprit {
@@ -993,17 +1011,7 @@ impl<'a> Bisect<'a> {
     /// metric; its verdicts and class.
     async fn compare(&mut self, step: &mut Step) -> Result<()> {
         let number = self.record.steps.len();
-        let points: Vec<usize> = match step.kind {
-            StepKind::Probe => std::iter::once(step.point)
-                .chain(step.ends.iter().copied())
-                .collect(),
-            _ => step
-                .ends
-                .iter()
-                .copied()
-                .chain(std::iter::once(step.point))
-                .collect(),
-        };
+        let points = step.run_order();
         let cap = self.record.request.max_repetitions.unwrap_or(10);
         let (initial, cap) = match step.kind {
             // More boots to confirm: the first stage is already past the probes' first two.

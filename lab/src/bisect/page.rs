@@ -30,17 +30,7 @@ pub fn render(record: &BisectRecord, dir: &Path) -> String {
         let mut dots = Vec::new();
         if let Some(rel) = &step.record {
             if let Ok(run) = RunRecord::read_json(&dir.join(rel)) {
-                let points: Vec<usize> = match step.kind {
-                    StepKind::Probe => std::iter::once(step.point)
-                        .chain(step.ends.iter().copied())
-                        .collect(),
-                    _ => step
-                        .ends
-                        .iter()
-                        .copied()
-                        .chain(std::iter::once(step.point))
-                        .collect(),
-                };
+                let points = step.run_order();
                 for p in points {
                     let name = &record.points[p].variant.name;
                     let samples = run
