@@ -651,9 +651,13 @@ impl<'a> Bisect<'a> {
                 )
             }
             Changes::Git { recipe, good, bad } => {
-                let (repo, good_id) = git_good_recipe(&dirs, recipe, good)?;
-                let (_, changes) = series::from_git(&repo, &good_id, bad, &dirs)?;
-                (format!("{recipe}.{}", &good_id[..12]), changes, None)
+                let repo = git_repo(&dirs, recipe)?;
+                let (good_id, changes) = series::from_git(&repo, good, bad, &dirs)?;
+                (
+                    write_git_good(&dirs, recipe, &repo, &good_id)?,
+                    changes,
+                    None,
+                )
             }
         };
         let n = changes.len();
@@ -958,18 +962,17 @@ impl<'a> Bisect<'a> {
             .get(number)
             .filter(|s| s.kind == kind && s.point == k && s.ends == ends)
         {
+            // A step is in the record only once it finished.
             let done = done.clone();
-            if done.record.is_some() || done.class == Some(Class::Skipped) {
-                crate::progress::step(format!(
-                    "bisect: step {} read back from {}",
-                    number + 1,
-                    self.dir.display()
-                ));
-                self.record.steps.push(done.clone());
-                return Ok(done);
-            }
+            crate::progress::step(format!(
+                "bisect: step {} read back from {}",
+                number + 1,
+                self.dir.display()
+            ));
+            self.record.steps.push(done.clone());
+            return Ok(done);
         }
-        // A step that was not finished, and every step after it, run again.
+        // The step a kill interrupted, and every step after it, run again.
         self.done.clear();
         let started = Instant::now();
         let mut step = Step {
@@ -1061,22 +1064,11 @@ impl<'a> Bisect<'a> {
             }
         };
         let comparison = outcome.comparison();
+        // Every verdict a step needs is against its run's base (`Step::run_order`).
         let verdict = |base: usize, variant: usize| -> Result<Verdict> {
-            let names = (
-                &self.record.points[base].variant.name,
-                &self.record.points[variant].variant.name,
-            );
-            // The step's base is its first variant; a verdict against another needs its own test.
-            if base == points[0] {
-                Ok(comparison.verdict(&self.record.metric, names.1)?)
-            } else {
-                let magnitude = comparison.metric(&self.record.metric)?.magnitude;
-                Ok(crate::stats::decide(
-                    comparison.samples(&self.record.metric, names.0)?,
-                    comparison.samples(&self.record.metric, names.1)?,
-                    magnitude,
-                )?)
-            }
+            debug_assert_eq!(base, points[0]);
+            let name = &self.record.points[variant].variant.name;
+            Ok(comparison.verdict(&self.record.metric, name)?)
         };
         match step.kind {
             StepKind::Probe => {
@@ -1195,9 +1187,8 @@ fn copy_recipes(from: &RecipeDirs, to: &RecipeDirs) -> Result<()> {
     copy_dir(&from.config, &to.config)
 }
 
-/// For a git range: writes `<recipe>.<good12>`, the git recipe at the good commit, and returns
-/// the repository and the good commit's id.
-fn git_good_recipe(dirs: &RecipeDirs, recipe: &str, good: &str) -> Result<(PathBuf, String)> {
+/// For a git range: the repository of `recipe`, which must have a `git` source of its own.
+fn git_repo(dirs: &RecipeDirs, recipe: &str) -> Result<PathBuf> {
     let loaded = crate::kernel::load_recipe(dirs, recipe)?;
     let crate::kernel::Source::Git { repo, .. } = &loaded.source else {
         bail!("kernel recipe {recipe}: a git range needs a recipe with a `git` source");
@@ -1207,24 +1198,15 @@ fn git_good_recipe(dirs: &RecipeDirs, recipe: &str, good: &str) -> Result<(PathB
             "kernel recipe {recipe}: a git range needs a recipe with its own [source], not a base"
         );
     }
+    Ok(repo.clone())
+}
+
+/// Writes `<recipe>.<good12>`, `recipe` at the range's good commit `id`, and returns its name.
+fn write_git_good(dirs: &RecipeDirs, recipe: &str, repo: &Path, id: &str) -> Result<String> {
     let file = dirs.recipes.join(format!("{recipe}.toml"));
     let text = std::fs::read_to_string(&file)?;
     let mut table: toml::Table =
         toml::from_str(&text).with_context(|| format!("{}", file.display()))?;
-    let out =
-        crate::process::output(std::process::Command::new("git").arg("-C").arg(repo).args([
-            "rev-parse",
-            "--verify",
-            &format!("{good}^{{commit}}"),
-        ]))?;
-    if !out.status.success() || good.starts_with('-') {
-        bail!(
-            "{good:?} is not a commit in {}: {}",
-            repo.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let source = table
         .get_mut("source")
         .and_then(|s| s.as_table_mut())
@@ -1233,7 +1215,7 @@ fn git_good_recipe(dirs: &RecipeDirs, recipe: &str, good: &str) -> Result<(PathB
         "git".into(),
         toml::Value::String(repo.display().to_string()),
     );
-    source.insert("ref".into(), toml::Value::String(id.clone()));
+    source.insert("ref".into(), toml::Value::String(id.to_string()));
     let name = format!("{recipe}.{}", &id[..12]);
     std::fs::write(
         dirs.recipes.join(format!("{name}.toml")),
@@ -1242,7 +1224,7 @@ fn git_good_recipe(dirs: &RecipeDirs, recipe: &str, good: &str) -> Result<(PathB
             toml::to_string(&table)?
         ),
     )?;
-    Ok((repo.clone(), id))
+    Ok(name)
 }
 
 /// The bisect directories among `paths` (a directory holding `bisect.json`, or the file).
