@@ -28,10 +28,18 @@ report *args:
     cargo run -p lab -- report {{args}}
 
 # Bisect S1's six-patch series (images/kernels/v6.12+s1-series.toml): the culprit is patch 4.
+# dmatest with 128 KiB buffers, as S1's tests run it under TCG (tests/dma_wakeup.rs says why);
+# `just bisect-s1 --set dmatest.test_buf_size=1048576` runs the seed's 1 MiB (about twice as long).
 bisect-s1 *args:
-    cargo run -p lab -- bisect dma-wakeup --good v6.12 --bad v6.12+s1-series {{args}}
+    cargo run -p lab -- bisect dma-wakeup --good v6.12 --bad v6.12+s1-series --set dmatest.test_buf_size=131072 {{args}}
 
-# Seed S4's open question: which of v6.12's three VMA-scan relaxations keeps numa01 scanned
+# The same series as a git range: a temporary git tree of the cached v6.12 source with one
+# commit per patch, bisected with --git-recipe (its good end builds cold once: ~25 min in all).
+bisect-s1-git:
+    cargo build -p lab
+    cargo run -p lab -- test -p lab-scenarios --test bisect --run-ignored only -E 'test(=bisect_finds_the_s1_change_in_a_git_range)' --no-capture
+
+# Seed S4's open question: which of v6.12's four VMA-scan relaxations keeps numa01 scanned
 # (images/kernels/v6.12+numa-scan-series.toml), decided on PTE updates.
 bisect-s4 *args:
     cargo run -p lab -- bisect numa-scan --good v6.12 --bad v6.12+numa-scan-series {{args}}
