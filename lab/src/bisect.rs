@@ -408,6 +408,19 @@ impl BisectRecord {
             .sum()
     }
 
+    /// The smallest change that matters for the step about to run. The endpoints' step decides
+    /// it from good (its base); every later step uses that same value in the metric's unit. A
+    /// relative magnitude ("40% of the base's mean") would otherwise be taken of each step's
+    /// base, the probe: a probe at a tenth of good's level would be held to a tenth of the
+    /// change, and could never be SAME as bad (seen on S4: UNKNOWN at the cap, 10 v 10, with a
+    /// shift of +593 PTE updates against good's 550000).
+    pub fn step_magnitude(&self) -> Option<Magnitude> {
+        match self.steps.first().and_then(|s| s.verdicts.first()) {
+            Some(endpoints) => Some(Magnitude::Absolute(endpoints.verdict.magnitude)),
+            None => self.magnitude,
+        }
+    }
+
     /// The bisect log: one line per step, then the answer, then boots and builds.
     pub fn log(&self) -> String {
         let mut out = String::new();
@@ -1029,7 +1042,7 @@ impl<'a> Bisect<'a> {
                 .collect(),
             initial_repetitions: Some(initial),
             max_repetitions: Some(cap),
-            primaries: vec![(self.record.metric.clone(), self.record.magnitude)],
+            primaries: vec![(self.record.metric.clone(), self.record.step_magnitude())],
             seed: Some(self.record.seed.wrapping_add(number as u64)),
             topology: self.record.request.topology.clone(),
             set: self.record.request.set.clone(),
@@ -1340,6 +1353,19 @@ mod tests {
             failure: None,
             seconds: 300.0,
         }
+    }
+
+    #[test]
+    fn steps_after_the_endpoints_keep_their_magnitude_in_units() {
+        let mut r = record(Answer::Culprits { culprits: vec![] });
+        // 40% of each step's base would follow the probe; the endpoints' 20.0 (of good) stays.
+        r.magnitude = Some(Magnitude::relative(0.4));
+        assert_eq!(r.step_magnitude(), Some(Magnitude::Absolute(20.0)));
+        // Before the endpoints ran: the request's (or the scenario's) own.
+        r.steps.clear();
+        assert_eq!(r.step_magnitude(), Some(Magnitude::relative(0.4)));
+        r.magnitude = None;
+        assert_eq!(r.step_magnitude(), None);
     }
 
     #[test]
