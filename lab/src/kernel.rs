@@ -16,6 +16,8 @@ pub mod config;
 pub mod patch;
 pub mod recipe;
 pub mod source;
+#[cfg(test)]
+mod tests;
 pub mod tools;
 
 pub use boot::{apply_script, default_kernel, prepare, resolve, BootKernel, ReadyKernel, DEBIAN};
