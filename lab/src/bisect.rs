@@ -22,8 +22,8 @@
 //! without repeating a finished step.
 
 pub mod page;
-pub mod search;
-pub mod series;
+pub(crate) mod search;
+pub(crate) mod series;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -43,7 +43,7 @@ pub use search::Class;
 pub use series::Change;
 
 /// The version of `bisect.json`'s layout.
-pub const RECORD_VERSION: u32 = 1;
+pub(crate) const RECORD_VERSION: u32 = 1;
 
 /// Where the changes between good and bad come from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,7 +163,7 @@ impl Outcome {
 
 /// One point between good and bad.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Point {
+pub(crate) struct Point {
     pub index: usize,
     pub variant: Variant,
     /// The change that makes this point from the one before (None for the good end).
@@ -174,7 +174,7 @@ pub struct Point {
 
 /// How a point's kernel was had.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BuildNote {
+pub(crate) struct BuildNote {
     pub key: String,
     pub release: String,
     /// The entry whose object tree it was built from (None: a cold build, or found cached).
@@ -198,7 +198,7 @@ pub enum StepKind {
 
 /// A primary verdict of a step: `variant` against `base` (a point index each).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StepVerdict {
+pub(crate) struct StepVerdict {
     pub base: usize,
     pub variant: usize,
     pub verdict: Verdict,
@@ -214,7 +214,7 @@ pub struct Step {
     pub ends: Vec<usize>,
     /// The step's run record, relative to the bisect's directory.
     pub record: Option<PathBuf>,
-    pub verdicts: Vec<StepVerdict>,
+    pub(crate) verdicts: Vec<StepVerdict>,
     pub class: Option<Class>,
     /// Why it was skipped, or what else the log should say.
     pub note: String,
@@ -228,7 +228,7 @@ pub struct Step {
 impl Step {
     /// The points of the step's comparison run, its base first: a probe is the base of its step
     /// (both its verdicts come from one run), an end is the base of the others.
-    pub fn run_order(&self) -> Vec<usize> {
+    pub(crate) fn run_order(&self) -> Vec<usize> {
         match self.kind {
             StepKind::Probe => std::iter::once(self.point)
                 .chain(self.ends.iter().copied())
@@ -282,7 +282,7 @@ pub struct BisectRecord {
     pub metric: String,
     pub unit: String,
     pub magnitude: Option<Magnitude>,
-    pub points: Vec<Point>,
+    pub(crate) points: Vec<Point>,
     pub steps: Vec<Step>,
     pub answer: Option<Answer>,
     /// Why the bisect stopped early (it can be resumed).
@@ -308,7 +308,11 @@ pub async fn run(lab: &Lab, request: Request) -> Result<Outcome> {
 }
 
 /// [`run`] with a scenario of the caller's (a test's own).
-pub async fn run_with(lab: &Lab, scenario: &dyn Registered, request: Request) -> Result<Outcome> {
+pub(crate) async fn run_with(
+    lab: &Lab,
+    scenario: &dyn Registered,
+    request: Request,
+) -> Result<Outcome> {
     let root = request
         .results_root
         .clone()
@@ -331,7 +335,11 @@ pub async fn resume(lab: &Lab, dir: &Path) -> Result<Outcome> {
 }
 
 /// [`resume`] with a scenario of the caller's.
-pub async fn resume_with(lab: &Lab, scenario: &dyn Registered, dir: &Path) -> Result<Outcome> {
+pub(crate) async fn resume_with(
+    lab: &Lab,
+    scenario: &dyn Registered,
+    dir: &Path,
+) -> Result<Outcome> {
     let record = BisectRecord::read(dir)?;
     let bisect = Bisect::reopen(lab, scenario, record, dir.to_path_buf())?;
     bisect.go().await
@@ -400,7 +408,7 @@ impl BisectRecord {
 
     /// What a fixed schedule of `per_variant` boots per variant and step would have booted for
     /// the same steps (the endpoints and verification two variants, a probe three).
-    pub fn fixed_boots(&self, per_variant: usize) -> usize {
+    pub(crate) fn fixed_boots(&self, per_variant: usize) -> usize {
         self.steps
             .iter()
             .filter(|s| s.record.is_some())
@@ -499,7 +507,7 @@ impl BisectRecord {
     }
 
     /// One step's line of the log: what it probed, its verdicts, the class, boots and time.
-    pub fn step_line(&self, i: usize, s: &Step) -> String {
+    pub(crate) fn step_line(&self, i: usize, s: &Step) -> String {
         let n = self.points.len() - 1;
         let what = match s.kind {
             StepKind::Endpoints => "endpoints".to_string(),

@@ -185,35 +185,35 @@ pub trait Scenario {
 
 /// A scenario run as a comparison of variants.
 pub struct Experiment<S: Scenario> {
-    pub scenario: S,
+    pub(crate) scenario: S,
     /// The comparison's name: results go to `results/<name>/`.
-    pub name: String,
+    pub(crate) name: String,
     /// Base first; at least two.
-    pub variants: Vec<Variant>,
+    pub(crate) variants: Vec<Variant>,
     /// Boots per variant: fixed, or adaptive on the primary verdicts (the default).
-    pub repetitions: Repetitions,
+    pub(crate) repetitions: Repetitions,
     /// The metrics the comparison is decided on, with the smallest change that matters (`None`:
     /// the metric's own); empty: the scenario's primaries.
-    pub primaries: Vec<(String, Option<Magnitude>)>,
+    pub(crate) primaries: Vec<(String, Option<Magnitude>)>,
     /// Metrics decided on besides the primaries above (or the scenario's).
-    pub extra_primaries: Vec<(String, Magnitude)>,
+    pub(crate) extra_primaries: Vec<(String, Magnitude)>,
     /// The seed of the boot order; `None`: a fresh one, recorded in the manifest.
-    pub seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
     /// Boots of one variant whose samples may be refused before the run gives up.
-    pub max_rejected: usize,
-    pub topology: String,
+    pub(crate) max_rejected: usize,
+    pub(crate) topology: String,
     /// Parameter overrides for every variant (a variant's own `set=` wins).
-    pub overrides: BTreeMap<String, String>,
-    pub results_root: PathBuf,
+    pub(crate) overrides: BTreeMap<String, String>,
+    pub(crate) results_root: PathBuf,
     /// Boots at once; `None`: as many as the host's CPU slots fit ([`Lab::guests_at_once`]).
-    pub parallel: Option<usize>,
+    pub(crate) parallel: Option<usize>,
     /// Devices that replace the scenario's planned device at their index in every variant's
     /// plan (same role; the plan's IRQ masks kept): a passed-through engine for the emulated
     /// one, everything else unchanged.
-    pub devices: BTreeMap<usize, DeviceSpec>,
+    pub(crate) devices: BTreeMap<usize, DeviceSpec>,
     /// The host file passthrough devices are looked up in (`--host`; None: `LAB_HOST`, else
     /// `hosts/<hostname>.toml`).
-    pub host: Option<String>,
+    pub(crate) host: Option<String>,
 }
 
 /// A finished run.
@@ -354,9 +354,16 @@ impl<S: Scenario> Experiment<S> {
         self
     }
 
+    /// How many boots of one variant may have their samples refused (a guest kernel WARNING,
+    /// say) before the run gives up (default 2).
+    pub fn max_rejected(mut self, boots: usize) -> Self {
+        self.max_rejected = boots;
+        self
+    }
+
     /// The parameters `variant` runs with: the scenario's, then the experiment's overrides,
     /// then the variant's own.
-    pub fn params_for(&self, variant: &Variant) -> Result<S::Params> {
+    pub(crate) fn params_for(&self, variant: &Variant) -> Result<S::Params> {
         let mut overrides = self.overrides.clone();
         overrides.extend(variant.params.clone());
         apply_overrides(self.scenario.params(), &overrides).with_context(|| {
@@ -404,7 +411,7 @@ impl<S: Scenario> Experiment<S> {
     /// not load is [`crate::Error::BadInput`]).
     fn plan_with_topology(&self) -> Result<(Topology, Vec<PlannedVariant<S>>)> {
         self.check()?;
-        let topology = Topology::by_name(&self.topology).map_err(crate::Error::from)?;
+        let topology = Topology::by_name(&self.topology)?;
         let mut replacements: Vec<(usize, DeviceSpec)> = self.devices.clone().into_iter().collect();
         for (index, device) in &mut replacements {
             crate::devices::resolve(std::slice::from_mut(device), self.host.as_deref())
@@ -902,7 +909,7 @@ impl<S: Scenario> Boots<'_, S> {
 /// too often): which variant, so a caller (a bisect) can tell a probe's failure from an
 /// endpoint's by downcasting instead of matching the message.
 #[derive(Debug, Clone)]
-pub struct BootFailure {
+pub(crate) struct BootFailure {
     pub comparison: String,
     /// From 1, in the run's boot order.
     pub boot: usize,
@@ -936,7 +943,7 @@ fn names<P>(arms: &[Arm<P>], indices: &[usize]) -> String {
 /// name and value is checked against the parameter type. Dotted names reach into nested
 /// tables. A value is taken as JSON (`true`, `4`, `[1,2]`) when that fits the field, else as a
 /// string (`cross-llc`).
-pub fn apply_overrides<P: Serialize + DeserializeOwned>(
+pub(crate) fn apply_overrides<P: Serialize + DeserializeOwned>(
     params: &P,
     overrides: &BTreeMap<String, String>,
 ) -> Result<P> {

@@ -11,7 +11,6 @@ use lab_agent::protocol::{self, ExecRequest, ProtocolError, Request, Response, P
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Write as _;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,16 +19,17 @@ use tokio::net::UnixStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 
-pub use lab_agent::protocol::{Hello, ResourceUse, PORT_NAME, PROTOCOL_VERSION};
+pub(crate) use lab_agent::protocol::PROTOCOL_VERSION;
+pub use lab_agent::protocol::{Hello, ResourceUse};
 
-pub use crate::agent::{AGENT_BINARY, AGENT_BINARY_PATH, AGENT_SHA256, NUMA01_GUEST_PATH};
+pub(crate) use crate::agent::NUMA01_GUEST_PATH;
 
 /// Default command timeout of [`GuestCommand::new`].
-pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long file operations, pings and power-off may take before the agent is declared
 /// unresponsive.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Extra time the host gives the agent, beyond a command's own timeout, to report its end.
 const EXEC_REPLY_GRACE: Duration = Duration::from_secs(30);
@@ -84,15 +84,15 @@ pub enum GuestError {
 /// A command to run in the guest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestCommand {
-    pub argv: Vec<String>,
+    pub(crate) argv: Vec<String>,
     /// Added to the agent's environment (which has PATH, HOME).
-    pub env: Vec<(String, String)>,
-    pub cwd: Option<String>,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) cwd: Option<String>,
     /// Written to the command's stdin; `None` gives it /dev/null.
-    pub stdin: Option<Vec<u8>>,
+    pub(crate) stdin: Option<Vec<u8>>,
     /// After this the command's whole process group is killed and exec fails with
     /// [`GuestError::Timeout`].
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 impl GuestCommand {
@@ -200,7 +200,7 @@ impl GuestOutput {
 
     /// An error quoting the status and both outputs unless the command succeeded: `what`
     /// names the program, `vm` the guest ("fio failed in vm-3 (exit code 1): ...").
-    pub fn require_success(&self, what: &str, vm: &str) -> anyhow::Result<()> {
+    pub(crate) fn require_success(&self, what: &str, vm: &str) -> anyhow::Result<()> {
         if self.success() {
             return Ok(());
         }
@@ -372,13 +372,14 @@ impl Call {
 impl Guest {
     /// Takes over a connected stream to the agent (the accepted chardev connection, or a
     /// `lab-agent --serve-unix` socket). Must be called inside a tokio runtime.
-    pub fn new(stream: UnixStream) -> Guest {
+    pub(crate) fn new(stream: UnixStream) -> Guest {
         Self::build(stream, None)
     }
 
     /// Like [`Guest::new`], also appending every command, output line and exit to `log`
     /// (kept with a test's results).
-    pub fn with_log(stream: UnixStream, log: &Path) -> std::io::Result<Guest> {
+    #[cfg(test)]
+    pub(crate) fn with_log(stream: UnixStream, log: &std::path::Path) -> std::io::Result<Guest> {
         let f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -442,17 +443,19 @@ impl Guest {
     }
 
     /// The agent's latest hello, if one arrived.
-    pub fn hello(&self) -> Option<Hello> {
+    pub(crate) fn hello(&self) -> Option<Hello> {
         self.inner.shared.status.borrow().hello.clone()
     }
 
     /// Why the connection is gone, or `None` while it is up.
-    pub fn closed(&self) -> Option<String> {
+    #[cfg(test)]
+    pub(crate) fn closed(&self) -> Option<String> {
         self.inner.shared.status.borrow().closed.clone()
     }
 
     /// Resolves when the connection is lost, with the reason.
-    pub async fn disconnected(&self) -> String {
+    #[cfg(test)]
+    pub(crate) async fn disconnected(&self) -> String {
         let mut rx = self.inner.shared.status.subscribe();
         let reason = match rx.wait_for(|s| s.closed.is_some()).await {
             Ok(s) => s.closed.clone().unwrap_or_default(),
@@ -464,7 +467,7 @@ impl Guest {
     /// Waits until the agent has said hello (it does so unsolicited when its port opens; a
     /// ping every second covers a greeting sent before this host connected). Checks the
     /// protocol version.
-    pub async fn wait_ready(&self, timeout: Duration) -> Result<Hello, GuestError> {
+    pub(crate) async fn wait_ready(&self, timeout: Duration) -> Result<Hello, GuestError> {
         let deadline = Instant::now() + timeout;
         let mut rx = self.inner.shared.status.subscribe();
         loop {
@@ -671,7 +674,8 @@ impl Guest {
 
     /// Asks the agent to power the guest off (sync, then poweroff). Returns once the agent has
     /// acknowledged or the connection has closed; the VM layer waits for QEMU to exit.
-    pub async fn shutdown(&self) -> Result<(), GuestError> {
+    #[cfg(test)]
+    pub(crate) async fn shutdown(&self) -> Result<(), GuestError> {
         let mut call = match self.call(|id| Request::PowerOff { id }, &[], "power off".into()) {
             Ok(c) => c,
             // Already gone: nothing left to shut down through the agent.

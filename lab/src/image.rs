@@ -23,7 +23,7 @@ use crate::kernel::BootKernel;
 /// A guest image recipe (`images/guest/*.toml`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ImageRecipe {
+pub(crate) struct ImageRecipe {
     pub name: String,
     #[serde(default)]
     pub description: String,
@@ -46,7 +46,7 @@ pub struct ImageRecipe {
 }
 
 impl ImageRecipe {
-    pub fn load(path: &Path) -> Result<ImageRecipe> {
+    pub(crate) fn load(path: &Path) -> Result<ImageRecipe> {
         let text =
             fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let recipe: ImageRecipe =
@@ -109,7 +109,7 @@ impl ImageRecipe {
         })
     }
 
-    pub fn by_name(name: &str) -> Result<ImageRecipe> {
+    pub(crate) fn by_name(name: &str) -> Result<ImageRecipe> {
         let path = crate::repo_path(&format!("images/guest/{name}.toml"));
         if !path.exists() {
             bail!(
@@ -158,7 +158,11 @@ impl Bundle<'_> {
 /// Builds (or reuses) the initramfs of `recipe` for `kernel`. Warm (the recipe's bundles
 /// resolved before under the same lock entries and the image built), this reads the lock file,
 /// one small memo per bundle and the image's manifest, and asks neither apt nor the network.
-pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> Result<GuestImage> {
+pub(crate) fn build_image(
+    cache: &Cache,
+    recipe: &ImageRecipe,
+    kernel: &BootKernel,
+) -> Result<GuestImage> {
     let lock = debian::LockFile::default_path();
     let lab_programs = recipe
         .listed_lab_programs()
@@ -509,7 +513,7 @@ fn copy_modules(
 /// Written by hand (about 50 lines) rather than with a crate or the host's `cpio`: the archive
 /// must be byte-for-byte reproducible (sorted entries, zero mtimes and owners) for the cache
 /// key to mean anything, and hosts may lack a `cpio` binary.
-pub fn write_newc(root: &Path, out: &mut impl Write) -> Result<()> {
+pub(crate) fn write_newc(root: &Path, out: &mut impl Write) -> Result<()> {
     let mut entries = Vec::new();
     collect(root, root, &mut entries)?;
     entries.sort();

@@ -5,23 +5,24 @@
 //! -> observe -> stats -> report. Each step hands a plain value to the next. `experiment` runs
 //! that pipeline for any [`experiment::Scenario`] over a list of [`variant::Variant`]s; the
 //! shipped scenarios are in `scenarios`.
+#![warn(unreachable_pub)]
 
-pub mod agent;
+mod agent;
 pub mod bench;
 pub mod bisect;
 pub mod cache;
 pub mod debian;
 pub mod devices;
 pub mod doctor;
-pub mod error;
+mod error;
 pub mod experiment;
 pub mod guest;
-pub mod host;
+mod host;
 pub mod host_topology;
-pub mod hosts;
+mod hosts;
 pub mod image;
 pub mod kernel;
-pub mod names;
+mod names;
 pub mod nextest;
 pub mod observe;
 pub mod prepare;
@@ -29,24 +30,20 @@ pub mod process;
 pub mod progress;
 pub mod report;
 pub mod run;
-pub mod sample;
+mod sample;
 pub mod scenarios;
 pub mod skip;
-pub mod slots;
+mod slots;
 pub mod stats;
-pub mod storage;
-pub mod toolchain;
+mod storage;
+mod toolchain;
 pub mod topology;
 pub mod variant;
 pub mod vm;
 pub mod workload;
 
 pub use error::Error;
-pub use host::{BootOptions, Lab};
-
-/// The lab's result type: errors carry context chains (`anyhow`); modules whose errors a caller
-/// may match on (topology validation, patch application, ...) define typed errors that convert.
-pub type Result<T, E = anyhow::Error> = std::result::Result<T, E>;
+pub use host::{results_root, BootOptions, Lab, DEFAULT_TOPOLOGY};
 
 /// A path inside this checkout (recipes, topologies, lock file). `LAB_REPO_DIR` overrides the
 /// checkout the binary was built from, for a `lab` binary copied elsewhere. Under nextest the
@@ -81,4 +78,4 @@ pub fn from_archive() -> bool {
 }
 
 /// The file `.ci/archive` leaves at the root of the sources it puts in the archive.
-pub const ARCHIVE_MARKER: &str = ".lab-archive";
+const ARCHIVE_MARKER: &str = ".lab-archive";

@@ -17,18 +17,18 @@ use thiserror::Error;
 
 use crate::stats::StatsError;
 
-pub mod comparison;
-pub mod html;
+pub(crate) mod comparison;
+pub(crate) mod html;
 pub mod junit;
 pub mod merge;
-pub mod record;
+pub(crate) mod record;
 pub mod stored;
 pub(crate) mod table;
 
-pub use comparison::{describe, Comparison, Metric, MetricRow, VariantChange, BISECT_SKIP};
-pub use record::{
-    run_dir, BootRecord, DecisionPoint, Outputs, PairVerdict, RejectedBoot, RunRecord,
-};
+pub(crate) use comparison::{describe, MetricRow};
+pub use comparison::{Comparison, Metric, BISECT_SKIP};
+pub(crate) use record::{run_dir, Outputs};
+pub use record::{BootRecord, DecisionPoint, PairVerdict, RejectedBoot, RunRecord};
 
 /// Which way a metric should move for a variant to count as better. Only used to word the
 /// table; verdicts and assertions are about DIFFERENT, SAME and the sign of the shift.
@@ -43,7 +43,7 @@ pub enum Direction {
 impl Direction {
     /// "better"/"worse" for a change called with this `shift`; `None` for a neutral metric or
     /// no shift.
-    pub fn judge(self, shift: f64) -> Option<&'static str> {
+    pub(crate) fn judge(self, shift: f64) -> Option<&'static str> {
         match self {
             _ if shift == 0.0 => None,
             Direction::Neutral => None,

@@ -10,15 +10,15 @@
 use crate::Lab;
 
 /// Set to `1` where KVM must work: a KVM-only part that would be skipped fails instead.
-pub const REQUIRE_KVM_ENV: &str = "LAB_REQUIRE_KVM";
+pub(crate) const REQUIRE_KVM_ENV: &str = "LAB_REQUIRE_KVM";
 
 /// Set to `1` where the host provides everything [`host_lacks`] checks for (CI): a part that
 /// would be skipped fails instead.
-pub const REQUIRE_HOST_ENV: &str = "LAB_REQUIRE_HOST";
+pub(crate) const REQUIRE_HOST_ENV: &str = "LAB_REQUIRE_HOST";
 
 /// How a skipped part's line starts (`LAB-SKIP <test>: <part>: <why>`); the JUnit marking
 /// (`report::junit`) owns it, as the reader of those lines.
-pub use crate::report::junit::MARKER;
+pub(crate) use crate::report::junit::MARKER;
 
 /// Whether `LAB_REQUIRE_KVM` asks for KVM (`1`, `true` or `yes`).
 pub fn kvm_required() -> bool {
@@ -26,7 +26,7 @@ pub fn kvm_required() -> bool {
 }
 
 /// Whether `LAB_REQUIRE_HOST` asks for every host capability (`1`, `true` or `yes`).
-pub fn host_required() -> bool {
+pub(crate) fn host_required() -> bool {
     requires(std::env::var(REQUIRE_HOST_ENV).ok().as_deref())
 }
 
@@ -39,7 +39,7 @@ fn requires(value: Option<&str>) -> bool {
 
 /// What a KVM-only part does on this lab.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KvmOnly {
+pub(crate) enum KvmOnly {
     /// The lab runs guests under KVM: check the part.
     Run,
     /// Not under KVM and not required: the part is skipped; the line says so.
@@ -51,7 +51,7 @@ pub enum KvmOnly {
 /// Decides a KVM-only `part` of the running test. `accel` and `reason` are the lab's accelerator
 /// and why it was chosen; `why` says what the part checks and why TCG cannot; `required` is
 /// [`kvm_required`].
-pub fn decide(
+pub(crate) fn decide(
     accel: crate::toolchain::Accel,
     reason: &str,
     part: &str,

@@ -12,18 +12,20 @@
 //! Everything is deterministic and total: the same input gives the same output, and empty or
 //! non-finite input gives an error or a `None` field, never a panic.
 
-pub mod decision;
-pub mod rank;
-pub mod schedule;
+pub(crate) mod decision;
+pub(crate) mod rank;
+pub(crate) mod schedule;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub use decision::{decide, holm, Decision, Magnitude, Verdict, DIFFERENT_ALPHA, SAME_CONFIDENCE};
-pub use schedule::{next_stage, BootOrder, Repetitions};
+pub(crate) use decision::{decide, holm, DIFFERENT_ALPHA, SAME_CONFIDENCE};
+pub use decision::{Decision, Magnitude, Verdict};
+pub use schedule::BootOrder;
+pub(crate) use schedule::{next_stage, Repetitions};
 
 /// A value with about four significant digits, in at most ~10 characters.
-pub fn fmt_value(x: f64) -> String {
+pub(crate) fn fmt_value(x: f64) -> String {
     let a = x.abs();
     if x == 0.0 {
         "0".to_string()
@@ -39,7 +41,7 @@ pub fn fmt_value(x: f64) -> String {
 }
 
 /// Confidence of the intervals tables show.
-pub const TABLE_CONFIDENCE: f64 = 0.95;
+pub(crate) const TABLE_CONFIDENCE: f64 = 0.95;
 
 /// Why a statistic could not be computed.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -68,7 +70,7 @@ pub struct Summary {
 
 impl Summary {
     /// Summarises `samples`; errors on an empty slice or a NaN/infinite sample.
-    pub fn of(samples: &[f64]) -> Result<Summary, StatsError> {
+    pub(crate) fn of(samples: &[f64]) -> Result<Summary, StatsError> {
         check(samples)?;
         let n = samples.len();
         let mut sorted = samples.to_vec();
@@ -98,7 +100,7 @@ impl Summary {
 
     /// Relative standard deviation in percent of |mean| (LKP's "± x%"); `None` without a
     /// stddev or with a zero mean.
-    pub fn stddev_pct(&self) -> Option<f64> {
+    pub(crate) fn stddev_pct(&self) -> Option<f64> {
         let sd = self.stddev?;
         (self.mean != 0.0).then(|| sd / self.mean.abs() * 100.0)
     }
@@ -180,14 +182,14 @@ impl Range {
         Range { low, high }
     }
 
-    pub fn is_any(&self) -> bool {
+    pub(crate) fn is_any(&self) -> bool {
         *self == Range::ANY
     }
 
     /// An interval of a change in percent of a base whose mean is `base_mean`, cut to the
     /// changes that keep that mean inside the range (a share of 6% cannot fall by more than
     /// 100%). For display only: decisions use the exact interval in the metric's unit.
-    pub fn clip_pct(&self, pct: Interval, base_mean: f64) -> Interval {
+    pub(crate) fn clip_pct(&self, pct: Interval, base_mean: f64) -> Interval {
         let scale = 100.0 / base_mean.abs();
         let (floor, ceiling) = (
             (self.low - base_mean) * scale,
@@ -204,7 +206,7 @@ impl Range {
 mod bound {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn finite_or_null<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn finite_or_null<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
         if x.is_finite() {
             s.serialize_f64(*x)
         } else {
@@ -212,18 +214,18 @@ mod bound {
         }
     }
 
-    pub fn low<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    pub(super) fn low<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
         Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NEG_INFINITY))
     }
 
-    pub fn high<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    pub(super) fn high<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
         Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
     }
 }
 
 /// What a table row shows of a variant against the base.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Change {
+pub(crate) struct Change {
     pub base: Summary,
     pub variant: Summary,
     /// variant mean - base mean, in the metric's unit.
@@ -249,7 +251,11 @@ pub struct Change {
 impl Change {
     /// Compares `variant` against `base`, whose values lie in `range`. Errors when either side
     /// is empty or has a non-finite sample; one sample per side is allowed (p = 1, no interval).
-    pub fn between(base: &[f64], variant: &[f64], range: Range) -> Result<Change, StatsError> {
+    pub(crate) fn between(
+        base: &[f64],
+        variant: &[f64],
+        range: Range,
+    ) -> Result<Change, StatsError> {
         let base_summary = Summary::of(base).map_err(|e| StatsError::Base(Box::new(e)))?;
         let variant_summary = Summary::of(variant).map_err(|e| StatsError::Variant(Box::new(e)))?;
         let difference = variant_summary.mean - base_summary.mean;
@@ -284,7 +290,8 @@ impl Change {
     }
 
     /// variant mean / base mean; `None` when the base mean is 0.
-    pub fn ratio(&self) -> Option<f64> {
+    #[cfg(test)]
+    pub(crate) fn ratio(&self) -> Option<f64> {
         (self.base.mean != 0.0).then(|| self.variant.mean / self.base.mean)
     }
 }

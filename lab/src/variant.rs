@@ -106,7 +106,7 @@ impl Variant {
 
     /// Checks the kernel name, settings, parameter names and the name; the runner calls it
     /// before building anything.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.kernel != crate::kernel::DEBIAN {
             crate::kernel::recipe::validate_name(&self.kernel)
                 .map_err(|e| e.context(format!("variant {}", self.name)))?;
@@ -143,7 +143,7 @@ impl Variant {
     }
 
     /// Finds or builds the variant's kernel and merges its settings onto the recipe's. Blocking.
-    pub fn prepare(&self, cache: &Cache, opts: &BuildOptions) -> Result<ReadyKernel> {
+    pub(crate) fn prepare(&self, cache: &Cache, opts: &BuildOptions) -> Result<ReadyKernel> {
         self.validate()?;
         crate::kernel::prepare(cache, &self.kernel, &self.settings, opts)
             .map_err(|e| e.context(format!("variant {}", self.name)))

@@ -2,13 +2,16 @@
 //! one seed S1 needs: every parameter of the seed run, run through the module's sysfs
 //! interface, its summary lines parsed per thread, and its failure lines surfaced as errors.
 
-mod fio;
+pub(crate) mod fio;
 mod hackbench;
 mod numa01;
 
-pub use fio::{Fio, FioDirection, FioJob, FioResult, FioTarget};
-pub use hackbench::{Hackbench, HackbenchResult};
-pub use numa01::{Numa01, Numa01Result};
+pub use fio::Fio;
+pub(crate) use fio::{FioResult, FioTarget};
+pub use hackbench::Hackbench;
+pub(crate) use hackbench::HackbenchResult;
+pub use numa01::Numa01;
+pub(crate) use numa01::Numa01Result;
 
 use std::time::Duration;
 
@@ -94,7 +97,7 @@ impl Dmatest {
 
     /// Refuses what dmatest would refuse only inside the guest (where a bad value shows up as a
     /// thread that never starts), naming the parameter.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if self.iterations == 0 {
             bail!("iterations is 0: dmatest would run until stopped");
         }
@@ -145,7 +148,7 @@ impl Dmatest {
     /// 200 ms) away from the CPUs under observation, so a busy poller never stands in for the
     /// scheduler's choice. A precaution: the drift once blamed on it turned out to be the
     /// widen-before-wakeup bug above.
-    pub fn script(&self, start_cpu: Option<u32>, control_cpu: Option<u32>) -> String {
+    pub(crate) fn script(&self, start_cpu: Option<u32>, control_cpu: Option<u32>) -> String {
         let control = match control_cpu {
             Some(cpu) => format!("taskset -p -c {cpu} $$ > /dev/null\n"),
             None => String::new(),
@@ -241,7 +244,7 @@ pub struct DmatestResult {
 impl DmatestResult {
     /// Parses dmesg lines. Any failure line (`result #N: 'test timed out'`, `data error`, ...)
     /// or a thread with failures is an error quoting those lines.
-    pub fn parse(log: &str) -> Result<DmatestResult> {
+    pub(crate) fn parse(log: &str) -> Result<DmatestResult> {
         let mut threads = Vec::new();
         let mut failures = Vec::new();
         let mut started = None;
@@ -287,7 +290,7 @@ impl DmatestResult {
     /// Every started thread reported and ran all `iterations`: a short run (a thread that hit
     /// dmatest's own timeout or stopped early) refuses the boot's sample
     /// ([`crate::sample::reject`]), naming the thread.
-    pub fn check_complete(&self, iterations: u32) -> Result<()> {
+    pub(crate) fn check_complete(&self, iterations: u32) -> Result<()> {
         if let Some(started) = self.started {
             if self.threads.len() as u64 != started {
                 return Err(crate::sample::reject(format!(

@@ -37,7 +37,7 @@ pub struct BoundDevice {
 impl BoundDevice {
     /// What `lab run` shows of it: a line for the device, then one per vector with its IRQ,
     /// whether the kernel manages it, and its requested and effective CPUs.
-    pub fn describe(&self) -> Vec<String> {
+    pub(crate) fn describe(&self) -> Vec<String> {
         let mut lines = vec![format!(
             "device {} at {} bound by {}",
             self.index, self.pci_address, self.driver

@@ -28,13 +28,17 @@ const PALETTE: [&str; 6] = [
 ];
 
 /// Where the page of the record at `record_path` goes: next to it, `.html` for `.json`.
-pub fn html_path(record_path: &Path) -> PathBuf {
+pub(crate) fn html_path(record_path: &Path) -> PathBuf {
     record_path.with_extension("html")
 }
 
 /// Renders the record read from `record_path` (used to find its boots' files) and writes it to
 /// [`html_path`]. `picture` is the record's own, else the one the caller found for its scenario.
-pub fn write(record: &RunRecord, record_path: &Path, picture: Option<&Picture>) -> Result<PathBuf> {
+pub(crate) fn write(
+    record: &RunRecord,
+    record_path: &Path,
+    picture: Option<&Picture>,
+) -> Result<PathBuf> {
     let path = html_path(record_path);
     let page = render(record, record_path, picture)?;
     std::fs::write(&path, page).with_context(|| format!("writing {}", path.display()))?;
@@ -42,7 +46,11 @@ pub fn write(record: &RunRecord, record_path: &Path, picture: Option<&Picture>) 
 }
 
 /// The page as a string; see [`write`].
-pub fn render(record: &RunRecord, record_path: &Path, picture: Option<&Picture>) -> Result<String> {
+pub(crate) fn render(
+    record: &RunRecord,
+    record_path: &Path,
+    picture: Option<&Picture>,
+) -> Result<String> {
     let c = record.comparison();
     let picture = record.manifest.picture.as_ref().or(picture);
     let topology = topology_of(record, record_path)?;
@@ -933,7 +941,7 @@ fn colour(index: usize) -> &'static str {
 }
 
 /// Text made safe for HTML content and attribute values.
-pub fn esc(text: &str) -> String {
+pub(crate) fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for ch in text.chars() {
         match ch {

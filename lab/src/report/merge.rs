@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::{Comparison, Manifest, Outputs, Picture, RunRecord};
 
 /// The key a merged boot's details get: the record it came from (to find its raw files).
-pub const SOURCE_KEY: &str = "merged_from";
+pub(crate) const SOURCE_KEY: &str = "merged_from";
 
 /// A manifest field that changes a result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -30,14 +30,14 @@ pub enum Field {
 }
 
 impl Field {
-    pub const ALL: [Field; 4] = [
+    pub(crate) const ALL: [Field; 4] = [
         Field::Kernel,
         Field::Topology,
         Field::Accelerator,
         Field::Parameters,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Field::Kernel => "kernel",
             Field::Topology => "topology",
@@ -136,7 +136,7 @@ fn digest(v: &Value) -> String {
 
 /// Every record file under `paths`: a file is taken as it is, a directory is searched for
 /// `record.json` files (sorted).
-pub fn record_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+pub(crate) fn record_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for path in paths {
         if path.is_file() {
@@ -161,8 +161,8 @@ pub fn record_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 pub struct Merged {
     pub record: RunRecord,
     /// How many records went into it.
-    pub sources: usize,
-    pub outputs: Outputs,
+    pub(crate) sources: usize,
+    pub(crate) outputs: Outputs,
 }
 
 impl Merged {
@@ -222,7 +222,7 @@ pub fn merge_and_write(
 
 /// Merges `records` (path, record), in order, into one record named after the first. Fields in
 /// `group_by` may differ between records: their values split the variants into columns.
-pub fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Result<RunRecord> {
+pub(crate) fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Result<RunRecord> {
     let Some((first_path, first)) = records.first() else {
         bail!("no records to merge");
     };

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use super::{Picture, RunRecord};
 
 /// Every file under `dir` (searched to any depth) that `keep` accepts, sorted.
-pub fn files_under(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
+pub(crate) fn files_under(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {

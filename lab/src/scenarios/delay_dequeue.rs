@@ -20,7 +20,7 @@ use crate::devices::DeviceSpec;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
 use crate::observe::{allowed_cpus, per_cpu_map, Interrupts, WakeupTrace, Wakeups, HARD_IRQ};
 use crate::report::{Direction, Picture};
-use crate::storage::StorageStack;
+pub use crate::storage::StorageStack;
 use crate::topology::{format_cpulist, parse_size, Topology};
 use crate::variant::Variant;
 use crate::workload::{Fio, FioResult};
@@ -255,7 +255,7 @@ impl Scenario for DelayDequeue {
 }
 
 /// The per-boot metrics of S3.
-pub fn metrics(
+pub(crate) fn metrics(
     wakeups: &Wakeups,
     allowed: &BTreeMap<u32, Vec<u32>>,
     irq_per_cpu: &[u64],
@@ -349,7 +349,7 @@ pub fn metrics(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{FioDirection, FioJob};
+    use crate::workload::fio::{FioDirection, FioJob};
 
     fn ci() -> Topology {
         Topology::by_name(crate::host::DEFAULT_TOPOLOGY).unwrap()

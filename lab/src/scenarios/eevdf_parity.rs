@@ -205,7 +205,7 @@ impl Scenario for EevdfParity {
 
 /// What the trace says of hackbench's tasks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Switches {
+pub(crate) struct Switches {
     /// Switch-outs with the task still runnable (`prev_state=R` or `R+`): preempted.
     pub preempted: u64,
     /// Switch-outs because the task blocked.
@@ -216,7 +216,7 @@ pub struct Switches {
 }
 
 impl Switches {
-    pub fn from_events(events: &[TraceEvent]) -> Switches {
+    pub(crate) fn from_events(events: &[TraceEvent]) -> Switches {
         let mut s = Switches {
             counts: EventCounts::from_events(events),
             ..Switches::default()
@@ -243,7 +243,7 @@ impl Switches {
 }
 
 /// The per-boot metrics of S2.
-pub fn metrics(
+pub(crate) fn metrics(
     hackbench: &Hackbench,
     result: &HackbenchResult,
     usage: &ResourceUse,

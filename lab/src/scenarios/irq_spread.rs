@@ -244,7 +244,7 @@ async fn read_effective(
 
 /// What moving a vector that is not managed did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MovedVector {
+pub(crate) struct MovedVector {
     pub irq: u32,
     pub to_cpu: u32,
     /// `smp_affinity_list` and `effective_affinity_list` read after the interrupts that
@@ -257,7 +257,7 @@ pub struct MovedVector {
 
 impl MovedVector {
     /// The share of its interrupts after the move on the new CPU; `None` when it fired none.
-    pub fn on_target_pct(&self) -> Option<f64> {
+    pub(crate) fn on_target_pct(&self) -> Option<f64> {
         let total: u64 = self.after_move.iter().sum();
         if total == 0 {
             return None;
@@ -305,7 +305,7 @@ async fn move_vector(vm: &crate::vm::Vm, irq: u32, cpu: u32) -> Result<MovedVect
 
 /// The per-boot spread metrics from the I/O vectors' effective targets and their completions
 /// per CPU.
-pub fn metrics(
+pub(crate) fn metrics(
     topology: &Topology,
     effective: &BTreeMap<u32, Vec<u32>>,
     per_cpu: &[u64],

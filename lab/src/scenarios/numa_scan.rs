@@ -34,7 +34,7 @@ pub const PID_ONLY: &str = "v6.12+numa-scan-pid-only";
 
 /// The `/proc/vmstat` counters the seed compared, each a metric of its own (deltas over the
 /// workload's run).
-pub const NUMA_COUNTERS: &[&str] = &[
+pub(crate) const NUMA_COUNTERS: &[&str] = &[
     "numa_pte_updates",
     "numa_hint_faults",
     "numa_hint_faults_local",
@@ -357,7 +357,7 @@ fn local_share(counters: &BTreeMap<String, i64>) -> Option<f64> {
 }
 
 /// The per-boot metrics of S4: each counter over the whole run and over its late window.
-pub fn metrics(
+pub(crate) fn metrics(
     counters: &BTreeMap<String, i64>,
     late_counters: &BTreeMap<String, i64>,
     result: &Numa01Result,

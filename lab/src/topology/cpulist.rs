@@ -3,7 +3,7 @@
 
 /// Highest CPU id accepted in a cpulist. QEMU's q35 stops at 4096 vCPUs; the cap also keeps a
 /// typo such as `0-4000000000` from allocating gigabytes.
-pub const MAX_CPU_ID: u32 = 4095;
+pub(crate) const MAX_CPU_ID: u32 = 4095;
 
 /// Why a cpulist did not parse. The caller adds the file and field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
