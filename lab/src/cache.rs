@@ -31,6 +31,8 @@ pub(crate) struct CacheLock {
 }
 
 impl Cache {
+    /// The cache `LAB_CACHE_DIR` names (default `~/.cache/lab`); the first call in a process
+    /// removes staging directories of builds that died.
     pub fn from_env() -> Result<Cache> {
         let root = match std::env::var_os("LAB_CACHE_DIR") {
             Some(dir) => PathBuf::from(dir),
@@ -49,6 +51,7 @@ impl Cache {
         Ok(cache)
     }
 
+    /// The cache at `root`, created if missing (a test's own, say).
     pub fn at(root: impl Into<PathBuf>) -> Result<Cache> {
         let root = root.into();
         fs::create_dir_all(&root)
@@ -56,6 +59,7 @@ impl Cache {
         Ok(Cache { root })
     }
 
+    /// The cache's directory.
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -8,10 +8,10 @@
 //! (`lab lock update` rewrites the lock).
 //!
 //! Every resolution is remembered in the cache under a key of its lock entry
-//! ([`recorded_resolution`]): while the lock entry is unchanged, a caller whose product (an
+//! (`recorded_resolution`): while the lock entry is unchanged, a caller whose product (an
 //! unpacked QEMU, a guest image) is already cached needs neither apt nor the network.
 //!
-//! Between processes (two CI jobs, two test processes on one cache): an open [`Archive`] holds
+//! Between processes (two CI jobs, two test processes on one cache): an open `Archive` holds
 //! the apt state's lock until its last clone drops, so a list update never runs under another
 //! process's resolution or download, and resolving and downloading a bundle is one locked step.
 //! Files others read (`sources.list`, `images/lock.toml`) are replaced atomically through
@@ -20,6 +20,9 @@
 //! The network: lists older than a day are refreshed once (bounded, no retries); when that
 //! fails the old lists are used with a warning and are not marked fresh. Steps that cannot do
 //! without the network (lists never fetched, downloads) retry with backoff and name what failed.
+//!
+//! Outside the lab only `lab lock update` ([`update_default_lock`]) and the suites a mirror
+//! must serve ([`SUITES`], for `LAB_DEBIAN_MIRROR`) are public.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -888,7 +891,7 @@ impl std::fmt::Display for LockUpdate {
     }
 }
 
-/// `lab lock update`: the lock file ([`LockFile::default_path`]) re-resolved against today's
+/// `lab lock update`: the lock file (`LockFile::default_path`) re-resolved against today's
 /// archive, through `cache`'s apt state.
 pub fn update_default_lock(cache: &Cache) -> Result<LockUpdate> {
     let archive = Archive::open(cache)?;

@@ -42,41 +42,83 @@ const TAIL_LINES: usize = 30;
 /// [`Guest::exec_ok`] for that).
 #[derive(Debug, thiserror::Error)]
 pub enum GuestError {
+    /// The command ran past its timeout and was killed.
     #[error(
         "guest command {argv:?} timed out after {timeout:?}; its process group was killed\n\
          --- stdout (tail) ---\n{stdout_tail}\n--- stderr (tail) ---\n{stderr_tail}"
     )]
     Timeout {
+        /// The command.
         argv: Vec<String>,
+        /// Its timeout.
         timeout: Duration,
+        /// The end of what it wrote to stdout.
         stdout_tail: String,
+        /// The end of what it wrote to stderr.
         stderr_tail: String,
     },
+    /// The command exited non-zero or was killed by a signal ([`Guest::exec_ok`] only).
     #[error(
         "guest command {argv:?} failed with {status}\n\
          --- stdout (tail) ---\n{stdout_tail}\n--- stderr (tail) ---\n{stderr_tail}"
     )]
     Failed {
+        /// The command.
         argv: Vec<String>,
+        /// How it ended.
         status: ExitStatus,
+        /// The end of what it wrote to stdout.
         stdout_tail: String,
+        /// The end of what it wrote to stderr.
         stderr_tail: String,
     },
     /// The agent refused or could not carry out a request (no such file, program not found...).
     #[error("guest agent could not {what}: {message}")]
-    Agent { what: String, message: String },
+    Agent {
+        /// The request.
+        what: String,
+        /// The agent's answer.
+        message: String,
+    },
+    /// The connection to the agent closed while a request was in flight (the guest died).
     #[error("guest agent connection lost during {what}: {reason}")]
-    Disconnected { what: String, reason: String },
+    Disconnected {
+        /// The request.
+        what: String,
+        /// Why the connection closed.
+        reason: String,
+    },
+    /// The agent did not answer in time.
     #[error("guest agent did not answer {what} within {after:?} (guest hung?)")]
-    NoReply { what: String, after: Duration },
+    NoReply {
+        /// The request.
+        what: String,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// The agent did not say hello within the boot time limit.
     #[error("guest agent did not say hello within {0:?}")]
     NotReady(Duration),
+    /// The agent speaks another protocol version than the host (an image of another build).
     #[error("guest agent speaks protocol {got}, the host speaks {expected}")]
-    ProtocolVersion { got: u32, expected: u32 },
+    ProtocolVersion {
+        /// The agent's version.
+        got: u32,
+        /// The host's.
+        expected: u32,
+    },
+    /// The request itself is malformed (an empty command line, a bad path).
     #[error("invalid guest request: {0}")]
     Invalid(String),
+    /// The agent answered with something that is not an answer to the request.
     #[error("guest agent sent {got} in answer to {what}")]
-    Unexpected { what: String, got: String },
+    Unexpected {
+        /// The request.
+        what: String,
+        /// What came back.
+        got: String,
+    },
+    /// A frame that does not decode.
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
 }
@@ -96,6 +138,7 @@ pub struct GuestCommand {
 }
 
 impl GuestCommand {
+    /// The program and its arguments, run without a shell, with the default timeout (120 s).
     pub fn new<I, S>(argv: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -115,21 +158,25 @@ impl GuestCommand {
         Self::new(["sh".to_string(), "-c".to_string(), script.into()])
     }
 
+    /// One more environment variable.
     pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((key.into(), value.into()));
         self
     }
 
+    /// The working directory (default: `/`).
     pub fn cwd(mut self, dir: impl Into<String>) -> Self {
         self.cwd = Some(dir.into());
         self
     }
 
+    /// What the command reads on stdin (default: nothing, `/dev/null`).
     pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
         self.stdin = Some(data.into());
         self
     }
 
+    /// How long it may run before its whole process group is killed.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -139,11 +186,14 @@ impl GuestCommand {
 /// How a command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExitStatus {
+    /// The exit code, if it exited.
     pub code: Option<i32>,
+    /// The signal that killed it, if one did.
     pub signal: Option<i32>,
 }
 
 impl ExitStatus {
+    /// Exit code 0.
     pub fn success(&self) -> bool {
         self.code == Some(0)
     }
@@ -162,8 +212,11 @@ impl fmt::Display for ExitStatus {
 /// What a command produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestOutput {
+    /// How it ended.
     pub status: ExitStatus,
+    /// Everything it wrote to stdout.
     pub stdout: Vec<u8>,
+    /// Everything it wrote to stderr.
     pub stderr: Vec<u8>,
     /// From spawn to exit, measured in the guest.
     pub duration: Duration,
@@ -172,6 +225,7 @@ pub struct GuestOutput {
 }
 
 impl GuestOutput {
+    /// Exit code 0.
     pub fn success(&self) -> bool {
         self.status.success()
     }
@@ -190,10 +244,12 @@ impl GuestOutput {
         }
     }
 
+    /// Stdout as text (invalid UTF-8 replaced).
     pub fn stdout_str(&self) -> String {
         String::from_utf8_lossy(&self.stdout).into_owned()
     }
 
+    /// Stderr as text (invalid UTF-8 replaced).
     pub fn stderr_str(&self) -> String {
         String::from_utf8_lossy(&self.stderr).into_owned()
     }
@@ -311,6 +367,7 @@ impl Drop for Inner {
 // single-threaded or hold the future locally.
 #[allow(async_fn_in_trait)]
 pub trait Shell {
+    /// Runs `script` with `sh -c`; its stdout, or an error with its output if it fails.
     async fn sh(&self, script: &str) -> anyhow::Result<String>;
 }
 

@@ -418,7 +418,7 @@ impl Lab {
 
 impl Lab {
     /// Finds or builds a variant's kernel and merges its boot settings, off the executor (a
-    /// cold build takes minutes). See [`crate::kernel::prepare`].
+    /// cold build takes minutes). See `crate::kernel::prepare`.
     pub async fn prepare(&self, variant: &crate::variant::Variant) -> Result<ReadyKernel> {
         let cache = self.cache.clone();
         let variant = variant.clone();

@@ -2,10 +2,10 @@
 //! siblings, last-level caches, NUMA nodes with their distances and free memory.
 //!
 //! It serves two things: checking a topology's `[[pin]]` map and `host_node` bindings against
-//! the host before a boot ([`crate::topology::Topology::check_against`]), and writing a topology
-//! that mirrors the host ([`HostTopology::mirror`], `lab topology from-host`).
+//! the host before a boot (`crate::topology::Topology::check_against`), and writing a topology
+//! that mirrors the host (`HostTopology::mirror`, `lab topology from-host`).
 //!
-//! [`HostTopology::read`] takes the directory that stands for `/sys`, so tests read the trees
+//! `HostTopology::read` takes the directory that stands for `/sys`, so tests read the trees
 //! in `lab/tests/fixtures/hosts/` (models of the seed's machines written by `generate.py`, and
 //! real hosts' files copied by `capture.sh`) exactly as the lab reads the real one. It reads only:
 //!
@@ -15,6 +15,8 @@
 //!   highest-level data or unified cache; without cache entries, the package),
 //! - `devices/system/node/nodeN/{cpulist,distance,meminfo}` (without a node directory, a
 //!   kernel without NUMA: one node holding every CPU, memory unknown).
+//!
+//! Public: `lab topology from-host`, [`write_mirror`] with its [`FromHost`] request.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -698,7 +700,9 @@ impl MirrorOptions {
 /// A topology mirroring a host: the file's text and the parsed topology it round-trips to.
 #[derive(Debug, Clone)]
 pub struct Mirror {
+    /// The topology file's text.
     pub text: String,
+    /// The topology it reads back as.
     pub topology: Topology,
     /// Host CPUs left for QEMU's other threads and the device models (empty: none left).
     pub housekeeping: Vec<u32>,

@@ -1,8 +1,10 @@
 //! Guest images: an initramfs assembled from pinned Debian packages (busybox-static unpacked
 //! whole; single programs such as hackbench or fio with only their shared-library closure, see
-//! [`programs`]), the lab's guest agent as `/init`, the lab's own workloads the recipe lists
-//! (`lab_programs`, from [`crate::agent::LAB_PROGRAMS`]), and the kernel's modules;
+//! `programs`), the lab's guest agent as `/init`, the lab's own workloads the recipe lists
+//! (`lab_programs`, from `crate::agent::LAB_PROGRAMS`), and the kernel's modules;
 //! content-addressed in the cache.
+//!
+//! Public: [`GuestImage`], what [`crate::Lab::image_for`] builds.
 
 mod programs;
 
@@ -124,15 +126,20 @@ impl ImageRecipe {
 /// A built initramfs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GuestImage {
+    /// The image recipe's name (`default`).
     pub recipe: String,
+    /// The initramfs.
     pub path: PathBuf,
     /// The cache key (hash of packages, agent, kernel modules).
     pub hash: String,
+    /// The Debian packages unpacked into it, `name=version`.
     pub packages: Vec<String>,
     /// What the recipe's programs brought: programs, libraries, loaders (paths in the image).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub program_files: Vec<String>,
+    /// Kernel modules copied in (with their dependencies).
     pub modules: Vec<String>,
+    /// Modules the recipe lists that the kernel lacks.
     pub missing_modules: Vec<String>,
 }
 

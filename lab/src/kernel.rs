@@ -2,13 +2,18 @@
 //! (`images/kernels/*.toml`), built into the content-addressed cache, plus variants that change
 //! only boot-time settings.
 //!
-//! - [`recipe`]: the recipe format and its validation (errors name the file and field).
-//! - [`build`](mod@build): cold and incremental builds, the cache entry layout, `list`, `gc`.
-//! - [`boot`]: the kernel a VM boots ([`BootKernel`]), resolved from a recipe or `debian`, and
+//! - `recipe`: the recipe format and its validation (errors name the file and field).
+//! - `build`: cold and incremental builds, the cache entry layout, `list`, `gc`.
+//! - `boot`: the kernel a VM boots ([`BootKernel`]), resolved from a recipe or `debian`, and
 //!   its boot-time settings applied in the guest.
 //!
 //! A recipe with `base = "v6.12"` and one more patch is built from the base's cached object tree:
 //! only what the patch and the release suffix touch is recompiled.
+//!
+//! Public: the kernel a boot takes ([`BootKernel`], [`ReadyKernel`] from [`crate::Lab::prepare`],
+//! [`BootSettings`]), the `lab kernel` verbs ([`build_all`], [`list_table`], [`gc_unused`] with
+//! [`BuildOptions`]) and [`unmet_needs`], which checks a kernel config of one's own against what
+//! the lab reads in a guest.
 
 pub(crate) mod boot;
 pub(crate) mod build;

@@ -1,11 +1,66 @@
 //! `lab`: a reproducible QEMU/KVM test lab for Linux scheduler, IRQ and NUMA behaviour.
 //!
-//! The pipeline, one module per noun (see `docs/ARCHITECTURE.md`):
-//! topology + kernel + image + devices -> vm (QEMU + QMP) -> guest (agent) -> workload
-//! -> observe -> stats -> report. Each step hands a plain value to the next. `experiment` runs
-//! that pipeline for any [`experiment::Scenario`] over a list of [`variant::Variant`]s; the
-//! shipped scenarios are in `scenarios`.
+//! A [`Lab`] boots guests from recipes: a topology (`topologies/*.toml`), a kernel built from a
+//! recipe (`images/kernels/*.toml`), a guest image (`images/guest/*.toml`) and devices. A
+//! [`Scenario`](experiment::Scenario) says what one boot measures; an
+//! [`Experiment`](experiment::Experiment) boots it for each [`Variant`](variant::Variant) of a
+//! comparison, as often as its verdicts need, and gives a [`RunRecord`](report::RunRecord)
+//! with its [`Comparison`](report::Comparison): a table, a page, and DIFFERENT, SAME or UNKNOWN
+//! per metric. `docs/ARCHITECTURE.md` says how it works inside.
+//!
+//! # Boot a guest
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! let lab = lab::Lab::from_env_async().await?;
+//! let vm = lab.boot(lab::BootOptions::named("hello").topology("ci-smt")).await?;
+//! println!("{}", vm.sh("uname -r; nproc").await?);
+//! vm.shutdown().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Compare two kernels
+//!
+//! ```no_run
+//! # async fn demo(lab: &lab::Lab) -> anyhow::Result<()> {
+//! use lab::experiment::Experiment;
+//! use lab::scenarios::dma_wakeup::{DmaWakeup, BASE, REVERT};
+//! use lab::variant::Variant;
+//!
+//! let outcome = Experiment::new(DmaWakeup::seed())
+//!     .variants([Variant::kernel(BASE), Variant::kernel(REVERT)])
+//!     .run(lab)
+//!     .await?;
+//! print!("{}", outcome.comparison().table());
+//! outcome.comparison().assert_different("share_on_irq_cpu", REVERT)?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What is here
+//!
+//! - Booting: [`Lab`], [`BootOptions`], [`vm::Vm`] and its [`guest`] agent, [`topology`] (machine
+//!   shapes), [`kernel`] (kernels a boot takes, and the `lab kernel` verbs), [`image`].
+//! - Devices: [`devices::Device`], the trait a device (the lab's or a test's own) implements,
+//!   and [`devices::DeviceSpec`], a device with the CPUs its interrupts are pinned to.
+//! - Experiments: [`experiment`] (the runner and the [`Scenario`](experiment::Scenario) trait),
+//!   [`variant`], [`scenarios`] (the shipped ones and their parameters), [`workload`] and
+//!   [`observe`] (what a scenario runs and measures in a guest).
+//! - Results: [`report`] (records, comparisons, tables, pages), [`stats`] (verdicts),
+//!   [`bisect`].
+//! - The CLI's verbs, one function each: [`run::run`], [`prepare::prepare`],
+//!   [`doctor::Doctor::examine`], [`bench`](mod@bench), [`bisect::run`], [`report::stored::show`],
+//!   [`report::merge::merge_and_write`], [`kernel::build_all`], [`kernel::list_table`],
+//!   [`kernel::gc_unused`], [`debian::update_default_lock`],
+//!   [`devices::passthrough::restore_host`], [`host_topology::write_mirror`],
+//!   [`scenarios::list_text`], [`scenarios::compare`], [`nextest::test_suite`].
+//! - Test helpers: [`skip`] (KVM-only parts), [`progress`] (the reporter),
+//!   [`process::watch_parent`].
+//! - Errors: functions return `anyhow` chains; the conditions a caller acts on are [`Error`],
+//!   found in a chain with [`Error::find`].
 #![warn(unreachable_pub)]
+#![deny(missing_docs)]
 
 mod agent;
 pub mod bench;

@@ -222,7 +222,7 @@ impl TestRun {
 }
 
 /// `lab test ARGS`: cargo-nextest installed where needed, the suite run in this checkout with
-/// ARGS, its report's skipped parts marked. Call it on the main thread (see [`run`]).
+/// ARGS, its report's skipped parts marked. Call it on the main thread (see `run`).
 pub fn test_suite(args: &[String]) -> Result<TestRun> {
     let cargo = cargo();
     ensure_installed(&cargo, &repository_version()?)?;

@@ -20,14 +20,15 @@ const TRACEFS: &str = "/sys/kernel/tracing";
 /// interrupt (by handler-name prefix or IRQ number).
 #[derive(Debug, Clone)]
 pub struct TaskTrace {
-    pub task_prefix: String,
-    pub irq_name: Option<String>,
-    pub irq_number: Option<u32>,
+    pub(crate) task_prefix: String,
+    pub(crate) irq_name: Option<String>,
+    pub(crate) irq_number: Option<u32>,
     /// Per-CPU ring size; the seed run produces a few thousand events.
-    pub buffer_kb: u32,
+    pub(crate) buffer_kb: u32,
 }
 
 impl TaskTrace {
+    /// Follows tasks whose command name starts with `task_prefix`.
     pub fn of(task_prefix: &str) -> TaskTrace {
         TaskTrace {
             task_prefix: task_prefix.to_string(),
@@ -37,6 +38,7 @@ impl TaskTrace {
         }
     }
 
+    /// Follows the interrupt whose handler name starts with `handler_prefix` too.
     pub fn with_irq(mut self, handler_prefix: &str) -> TaskTrace {
         self.irq_name = Some(handler_prefix.to_string());
         self
@@ -263,11 +265,15 @@ impl EventCounts {
 pub struct TraceEvent {
     /// The task that was running when the event fired, `comm-pid` as tracefs prints it.
     pub task: String,
+    /// The CPU it fired on.
     pub cpu: u32,
+    /// Its timestamp, in microseconds.
     pub timestamp_us: f64,
     /// The context flags column (`d.h2.`): `h` hard IRQ, `s` softirq.
     pub flags: String,
+    /// The event (`sched_switch`).
     pub name: String,
+    /// Its `key=value` fields.
     pub fields: BTreeMap<String, String>,
 }
 
@@ -566,6 +572,7 @@ pub(crate) struct IrqLine {
 }
 
 impl Interrupts {
+    /// Parses the text of `/proc/interrupts`.
     pub fn parse(text: &str) -> Result<Interrupts> {
         let mut lines = text.lines();
         let header = lines.next().context("empty /proc/interrupts")?;
@@ -604,6 +611,7 @@ impl Interrupts {
         Ok(out)
     }
 
+    /// Reads the guest's `/proc/interrupts` now.
     pub async fn read(vm: &Vm) -> Result<Interrupts> {
         let raw = vm.guest().read_file("/proc/interrupts").await?;
         Interrupts::parse(&String::from_utf8_lossy(&raw))

@@ -12,6 +12,7 @@ use crate::Lab;
 /// What to prepare; empty `kernels` means every kernel of the registry's default comparisons.
 #[derive(Debug, Clone, Default)]
 pub struct Request {
+    /// Kernel recipes to build (empty: every kernel of the registered scenarios' default comparisons).
     pub kernels: Vec<String>,
     /// Kernels to build besides those (the device tests' ptdma fix).
     pub also: Vec<String>,

@@ -1,18 +1,21 @@
 //! Child processes that never outlive the lab. Every child runs in its own process group, which
 //! is killed when its handle drops, and dies with the lab:
 //!
-//! - QEMU, the device models and the KVM probe ([`spawn_in_group`], [`spawn_async_in_group`])
+//! - QEMU, the device models and the KVM probe (`spawn_in_group`, `spawn_async_in_group`)
 //!   get SIGKILL from the kernel when the lab dies (`PR_SET_PDEATHSIG`); they are single
 //!   processes whose pid the lab uses, so they are started directly.
 //! - Tools that start children of their own (`make` and its compilers, `apt-get` and its
-//!   download methods, `tar` and its decompressor, ...) go through [`output`], [`status`] or
-//!   [`spawn_tree`]: a watcher process leads the group, runs the tool as its child and kills the
+//!   download methods, `tar` and its decompressor, ...) go through `output`, [`status`] or
+//!   `spawn_tree`: a watcher process leads the group, runs the tool as its child and kills the
 //!   whole group when the lab dies. `PR_SET_PDEATHSIG` alone would kill only the tool and leave
 //!   its children (a compiler writing into a dead staging dir) running.
 //!
 //! [`watch_parent`] makes a test process die with the test runner that started it.
 //! Its own module because the VM, the devices, the toolchain, kernel builds and apt all start
 //! children this way.
+//!
+//! Public: [`watch_parent`], which a test process or the CLI calls once so it dies with its
+//! runner, and [`status`], a command run to completion under a watcher.
 
 /// Host CPUs a pin may name: the size of the affinity set (`cpu_set_t`) the lab passes to
 /// `sched_setaffinity`.

@@ -1,5 +1,5 @@
 //! Progress of long steps (provisioning, kernel builds, boots of an experiment), reported through
-//! one sink so the library never prints. The CLI installs a [`Reporter`] once (bars on a
+//! one sink so the library never prints. The CLI installs a `Reporter` once (bars on a
 //! terminal, plain lines otherwise, see [`install_for_stderr`]); without one, events go to
 //! `tracing` and appear only if a subscriber shows them.
 
@@ -44,7 +44,7 @@ pub(crate) fn set_reporter(reporter: Box<dyn Reporter>) -> bool {
     REPORTER.set(reporter).is_ok()
 }
 
-/// Installs [`Bars`] when stderr is a terminal, [`Lines`] otherwise.
+/// Installs `Bars` when stderr is a terminal, `Lines` otherwise.
 pub fn install_for_stderr() -> bool {
     if std::io::stderr().is_terminal() {
         set_reporter(Box::new(Bars::default()))

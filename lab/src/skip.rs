@@ -1,6 +1,6 @@
 //! Parts of tests that only mean something under KVM (a time or throughput bound), and whole
 //! tests that need it. Under TCG such a part is skipped where everyone can see it: one line
-//! starting with [`MARKER`] on stdout and stderr, which the nextest profiles show at the end of
+//! starting with `MARKER` on stdout and stderr, which the nextest profiles show at the end of
 //! the run and keep in the JUnit report (`.config/nextest.toml`). With `LAB_REQUIRE_KVM=1` (the
 //! hardware CI job) every such skip is a failure instead, so a host whose KVM stopped booting
 //! guests cannot pass by falling back to TCG. Parts a host lacks for other reasons (hugepages,
@@ -77,7 +77,7 @@ pub(crate) fn decide(
 }
 
 /// Whether the KVM-only `part` of the calling test runs here. Under KVM: `true`. Otherwise the
-/// skip is printed as one [`MARKER`] line on stdout and stderr and this returns `false`, or,
+/// skip is printed as one `MARKER` line on stdout and stderr and this returns `false`, or,
 /// with `LAB_REQUIRE_KVM=1`, it panics.
 pub fn kvm_only(lab: &Lab, part: &str, why: &str) -> bool {
     match decide(
@@ -98,7 +98,7 @@ pub fn kvm_only(lab: &Lab, part: &str, why: &str) -> bool {
 }
 
 /// A part of the calling test this host cannot run for a reason other than KVM (`what` is
-/// missing; `how` enables it): printed as one [`MARKER`] line on stdout and stderr, like a
+/// missing; `how` enables it): printed as one `MARKER` line on stdout and stderr, like a
 /// KVM-only skip, so the run shows it instead of a silent pass. With `LAB_REQUIRE_HOST=1` it
 /// panics instead: where the host is meant to provide it, a missing part is a failure.
 pub fn host_lacks(part: &str, what: &str, how: &str) {

@@ -2,15 +2,19 @@
 //! 3 to about 30 samples per variant and nothing here may assume normality or large n.
 //!
 //! - [`Summary`]: n, mean, sample stddev, min, max, median.
-//! - [`rank`]: the exact Mann-Whitney and Kolmogorov-Smirnov tests and the Hodges-Lehmann shift
+//! - `rank`: the exact Mann-Whitney and Kolmogorov-Smirnov tests and the Hodges-Lehmann shift
 //!   with its distribution-free interval, ties included, at any sample size.
-//! - [`decision`]: DIFFERENT, SAME or UNKNOWN for a variant against the base on one metric,
+//! - `decision`: DIFFERENT, SAME or UNKNOWN for a variant against the base on one metric,
 //!   given the smallest change that matters; Holm's adjustment for the metrics only shown.
-//! - [`schedule`]: fixed or adaptive boot counts, and the seeded, balanced boot order.
-//! - [`Change`]: the numbers a table row shows for a variant against the base.
+//! - `schedule`: fixed or adaptive boot counts, and the seeded, balanced boot order.
+//! - `Change`: the numbers a table row shows for a variant against the base.
 //!
 //! Everything is deterministic and total: the same input gives the same output, and empty or
 //! non-finite input gives an error or a `None` field, never a panic.
+//!
+//! Public are the verdict types a comparison hands out ([`Verdict`], [`Decision`],
+//! [`Magnitude`], [`Summary`], [`Interval`], [`Range`]) and [`BootOrder`], which replays a run's
+//! boot order from its recorded seed.
 
 pub(crate) mod decision;
 pub(crate) mod rank;
@@ -46,12 +50,21 @@ pub(crate) const TABLE_CONFIDENCE: f64 = 0.95;
 /// Why a statistic could not be computed.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum StatsError {
+    /// There are no samples.
     #[error("no samples")]
     Empty,
+    /// A sample is NaN or infinite.
     #[error("sample #{index} is {value}, not a finite number")]
-    NonFinite { index: usize, value: f64 },
+    NonFinite {
+        /// Its position.
+        index: usize,
+        /// Its value.
+        value: f64,
+    },
+    /// The base's samples are the problem.
     #[error("base samples: {0}")]
     Base(Box<StatsError>),
+    /// The variant's samples are the problem.
     #[error("variant samples: {0}")]
     Variant(Box<StatsError>),
 }
@@ -59,12 +72,17 @@ pub enum StatsError {
 /// Descriptive statistics of one variant's samples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// Number of samples.
     pub n: usize,
+    /// Their mean.
     pub mean: f64,
     /// Sample standard deviation (n-1 denominator); `None` for a single sample.
     pub stddev: Option<f64>,
+    /// The smallest.
     pub min: f64,
+    /// The largest.
     pub max: f64,
+    /// The median.
     pub median: f64,
 }
 
@@ -129,11 +147,14 @@ fn check(samples: &[f64]) -> Result<(), StatsError> {
 /// A closed interval `[low, high]`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
+    /// The lower end.
     pub low: f64,
+    /// The upper end.
     pub high: f64,
 }
 
 impl Interval {
+    /// Whether `x` is inside, ends included.
     pub fn contains(&self, x: f64) -> bool {
         self.low <= x && x <= self.high
     }
@@ -147,11 +168,13 @@ pub struct Range {
         serialize_with = "bound::finite_or_null",
         deserialize_with = "bound::low"
     )]
+    /// The lowest value (`-inf`: none).
     pub low: f64,
     #[serde(
         serialize_with = "bound::finite_or_null",
         deserialize_with = "bound::high"
     )]
+    /// The highest value (`inf`: none).
     pub high: f64,
 }
 
@@ -178,6 +201,7 @@ impl Range {
         high: 100.0,
     };
 
+    /// Values from `low` to `high`.
     pub fn new(low: f64, high: f64) -> Range {
         Range { low, high }
     }

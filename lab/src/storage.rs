@@ -18,7 +18,7 @@ pub enum StorageStack {
     /// ext4 on the device.
     Ext4,
     /// ext4 on a thin volume of a dm-thin pool on the device (metadata in its first
-    /// [`THIN_METADATA_MIB`], data in the rest, no block zeroing like the seed's `lvconvert
+    /// `THIN_METADATA_MIB`, data in the rest, no block zeroing like the seed's `lvconvert
     /// -Zn`).
     Ext4OnThin,
 }

@@ -45,7 +45,7 @@
 //! - Unknown keys are errors.
 //!
 //! Before a boot, a file that pins or binds is checked against the host
-//! ([`Topology::check_against`], with [`crate::host_topology::HostTopology`]): pinned host CPUs
+//! (`Topology::check_against`, with `crate::host_topology::HostTopology`): pinned host CPUs
 //! online, every `host_node` present with enough free memory for the guest nodes bound to it,
 //! and with `hugepages` enough free hugepages of that size (on each bound host node).
 //! The online host CPUs no vCPU is pinned to are the housekeeping set: QEMU's other threads and
@@ -56,8 +56,8 @@
 //! QEMU 11.1 (the lab's pinned QEMU) gives the guest one L3 per socket with `qemu64` and
 //! `EPYC-v4`, and aborts with Intel-vendor models when `dies=` > 1, so an L3 cannot be split
 //! inside a QEMU socket. When every declared socket holds exactly one LLC the sockets map 1:1
-//! ([`Mapping::Sockets`]); otherwise each LLC becomes its own QEMU socket inside its NUMA node
-//! ([`Mapping::LlcAsSocket`]), which needs LLCs of equal size. The guest then sees the declared
+//! (`Mapping::Sockets`); otherwise each LLC becomes its own QEMU socket inside its NUMA node
+//! (`Mapping::LlcAsSocket`), which needs LLCs of equal size. The guest then sees the declared
 //! LLCs, nodes and SMT siblings, and its package ids count LLCs. [`Topology::describe`] says
 //! which mapping applies and why.
 
@@ -216,8 +216,11 @@ impl TopologyError {
 /// A NUMA node as declared (id = position in the file).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
+    /// Its id (its position in the file).
     pub id: u32,
+    /// Its CPUs.
     pub cpus: Vec<u32>,
+    /// Its memory.
     pub memory_bytes: u64,
     /// The host NUMA node its memory is bound to (`host_node`; QEMU `host-nodes`,
     /// `policy=bind`), if the file says.
@@ -227,15 +230,18 @@ pub struct Node {
 /// A last-level-cache group (id = position in the file, or the socket when none are declared).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Llc {
+    /// Its id.
     pub id: u32,
+    /// The node it is in.
     pub node: u32,
+    /// The socket it is in.
     pub socket: u32,
     /// A contiguous, sorted range of CPU ids.
     pub cpus: Vec<u32>,
 }
 
-/// A validated machine shape. Construct it with [`Topology::load`], [`Topology::by_name`] or
-/// [`Topology::from_toml_str`]; every instance satisfies the rules in the module docs.
+/// A validated machine shape. Construct it with `Topology::load`, [`Topology::by_name`] or
+/// `Topology::from_toml_str`; every instance satisfies the rules in the module docs.
 #[derive(Debug, Clone)]
 pub struct Topology {
     file: PathBuf,
@@ -491,19 +497,23 @@ impl Topology {
     pub(crate) fn source_text(&self) -> &str {
         &self.source_text
     }
+    /// The topology's name (its file's stem).
     pub fn name(&self) -> &str {
         &self.name
     }
+    /// One line on what it models.
     pub fn description(&self) -> &str {
         &self.description
     }
+    /// QEMU's `-cpu` model.
     pub fn cpu_model(&self) -> &str {
         &self.cpu_model
     }
-    /// Declared sockets (the guest may see more: see [`Mapping::LlcAsSocket`]).
+    /// Declared sockets (the guest may see more: see `Mapping::LlcAsSocket`).
     pub fn sockets(&self) -> u32 {
         self.sockets
     }
+    /// SMT threads per core.
     pub fn threads_per_core(&self) -> u32 {
         self.threads_per_core
     }
@@ -514,9 +524,11 @@ impl Topology {
     pub(crate) fn cpus_per_socket(&self) -> u32 {
         self.nr_cpus() / self.sockets
     }
+    /// The NUMA nodes, by id.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
     }
+    /// The LLC groups, by id.
     pub fn llcs(&self) -> &[Llc] {
         &self.llcs
     }
@@ -543,6 +555,7 @@ impl Topology {
     pub(crate) fn mapping(&self) -> Mapping {
         self.mapping
     }
+    /// The guest's memory, every node together.
     pub fn total_memory_bytes(&self) -> u64 {
         self.nodes.iter().map(|n| n.memory_bytes).sum()
     }

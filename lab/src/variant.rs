@@ -21,6 +21,7 @@ use crate::kernel::{BootSettings, BuildOptions, ReadyKernel};
 /// One column of a comparison.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Variant {
+    /// The column's name in tables and records (`v6.12@feature=NO_RUN_TO_PARITY`).
     pub name: String,
     /// Kernel recipe name (`images/kernels/<kernel>.toml`) or `debian`.
     pub kernel: String,
@@ -60,6 +61,7 @@ impl Variant {
         self.change(|v| v.settings.cmdline.push(arg.to_string()))
     }
 
+    /// Adds a sysctl written once the guest is up (`kernel.sched_autogroup_enabled`, `0`).
     pub fn with_sysctl(self, key: &str, value: &str) -> Variant {
         self.change(|v| {
             v.settings

@@ -24,14 +24,21 @@ use crate::vm::Vm;
 /// `dmatest` module parameters (see `drivers/dma/dmatest.c`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Dmatest {
+    /// Copies per thread.
     pub iterations: u32,
     /// Per-transfer timeout in milliseconds.
     pub timeout_ms: u32,
+    /// Bytes of each test buffer.
     pub test_buf_size: u32,
+    /// Bytes per transfer.
     pub transfer_size: u32,
+    /// Every transfer `transfer_size` bytes (no random sizes).
     pub norandom: bool,
+    /// Skip checking the copied data.
     pub noverify: bool,
+    /// Poll for completion instead of waiting for the interrupt.
     pub polled: bool,
+    /// Threads per channel.
     pub threads_per_chan: u32,
     /// Channel to test (`dma0chan0`); empty means any.
     pub channel: String,
@@ -57,31 +64,37 @@ impl Dmatest {
         }
     }
 
+    /// Skips checking the copied data.
     pub fn noverify(mut self, on: bool) -> Self {
         self.noverify = on;
         self
     }
 
+    /// Polls for completion instead of waiting for the interrupt.
     pub fn polled(mut self, on: bool) -> Self {
         self.polled = on;
         self
     }
 
+    /// `n` threads per channel.
     pub fn threads_per_chan(mut self, n: u32) -> Self {
         self.threads_per_chan = n;
         self
     }
 
+    /// Only channel `name` (`dma0chan0`; empty: any).
     pub fn channel(mut self, name: &str) -> Self {
         self.channel = name.to_string();
         self
     }
 
+    /// At most `n` channels at once (0: every one that matches).
     pub fn max_channels(mut self, n: u32) -> Self {
         self.max_channels = n;
         self
     }
 
+    /// `n` copies per thread.
     pub fn iterations(mut self, n: u32) -> Self {
         self.iterations = n;
         self
@@ -226,15 +239,20 @@ const STARTED_TAG: &str = "lab-dmatest-started";
 pub struct DmatestThread {
     /// e.g. `dma0chan0-copy0`.
     pub thread: String,
+    /// Copies it made.
     pub tests: u64,
+    /// Copies that failed.
     pub failures: u64,
+    /// Copies per second.
     pub iops: f64,
+    /// KB copied per second.
     pub kb_per_s: f64,
 }
 
 /// The parsed outcome of one dmatest run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DmatestResult {
+    /// One summary per thread.
     pub threads: Vec<DmatestThread>,
     /// Threads dmatest said it started (from the lab's script; None for a bare log).
     #[serde(default)]
@@ -314,10 +332,12 @@ impl DmatestResult {
         Ok(())
     }
 
+    /// Copies of every thread.
     pub fn total_tests(&self) -> u64 {
         self.threads.iter().map(|t| t.tests).sum()
     }
 
+    /// Copies per second of every thread together.
     pub fn total_iops(&self) -> f64 {
         self.threads.iter().map(|t| t.iops).sum()
     }

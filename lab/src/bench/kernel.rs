@@ -96,6 +96,7 @@ pub struct KernelTimes {
 }
 
 impl KernelTimes {
+    /// The times as `lab bench kernel` prints them.
     pub fn render(&self) -> String {
         let line =
             |recipe: &str, build: &Option<KernelBuild>, base: Option<&KernelBuild>| match build {
@@ -114,7 +115,7 @@ impl KernelTimes {
 }
 
 /// `lab bench kernel`: the times of `base` and `variant` in the lab's cache, from its manifests,
-/// or, with `build_now`, built now into a temporary cache ([`cold`]).
+/// or, with `build_now`, built now into a temporary cache (`cold`).
 pub async fn times(
     lab_exe: &Path,
     build_now: bool,

@@ -2,7 +2,7 @@
 //! (never asserted in tests: the machines are shared and noisy). One module per noun:
 //!
 //! - [`boot`]: boot to the first command, the lab against a hand-written QEMU line;
-//! - [`run`]: `lab run -- true` as a whole process against a hand-written QEMU line that boots
+//! - `run`: `lab run -- true` as a whole process against a hand-written QEMU line that boots
 //!   the same kernel and initramfs, runs the same command and powers off;
 //! - [`kernel`]: cold and one-patch kernel build times, read from the cache's manifests or
 //!   measured by building into a temporary cache;
@@ -125,7 +125,7 @@ pub(crate) fn build_profile() -> &'static str {
     }
 }
 
-/// `lab bench run`: [`run::run`] with the host's state around it.
+/// `lab bench run`: `run::run` with the host's state around it.
 #[derive(Debug, Clone)]
 pub struct RunReport {
     pub(crate) host: HostNote,
@@ -143,7 +143,7 @@ impl RunReport {
     }
 }
 
-/// Measures `lab_exe run -- true` against the hand-written line ([`run::run`]), noting the host.
+/// Measures `lab_exe run -- true` against the hand-written line (`run::run`), noting the host.
 pub async fn run_report(lab_exe: &Path, runs: usize, topology: &str) -> Result<RunReport> {
     let mut host = HostNote::start();
     let bench = run::run(lab_exe, runs, topology).await?;

@@ -288,7 +288,7 @@ pub fn reports(profile: Option<&str>) -> Result<Vec<SuiteRun>> {
     Ok(runs)
 }
 
-/// Each run's [`SuiteRun::render`], a blank line between them.
+/// Each run's `SuiteRun::render`, a blank line between them.
 pub fn render_all(runs: &[SuiteRun], slowest: usize) -> String {
     runs.iter()
         .map(|run| run.render(slowest))

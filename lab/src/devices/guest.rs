@@ -13,6 +13,7 @@ use crate::topology::{format_cpulist, parse_cpulist};
 pub struct Vector {
     /// Index in the device's vector list (MSI-X order).
     pub vector: usize,
+    /// Its Linux IRQ number (the `/proc/interrupts` row).
     pub irq: u32,
     /// The kernel spreads and owns this vector's affinity (`pci_alloc_irq_vectors_affinity`):
     /// writes to `smp_affinity_list` fail with EIO.
@@ -26,11 +27,15 @@ pub struct Vector {
 /// A bound device in the guest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BoundDevice {
+    /// Position in the VM's device list.
     pub index: usize,
+    /// Its PCI address in the guest (`0000:00:10.0`).
     pub pci_address: String,
+    /// The driver that bound it.
     pub driver: String,
     /// IRQ numbers by vector.
     pub irqs: Vec<u32>,
+    /// Its MSI-X vectors, in order.
     pub vectors: Vec<Vector>,
 }
 

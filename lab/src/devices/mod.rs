@@ -2,20 +2,20 @@
 //! (label, role, what the manifest records), how QEMU attaches it and what its host side is (a
 //! process, files, a claim on a host device, a traffic source), and how the guest finds it ready
 //! (driver, module, ready test). A [`DeviceSpec`] is a device plus the CPUs each of its
-//! interrupt vectors should be pinned to in the guest. [`attach`] starts a spec's host side and
+//! interrupt vectors should be pinned to in the guest. `attach` starts a spec's host side and
 //! gives a [`RunningDevice`]: the QEMU arguments and whatever must live as long as the guest.
 //! After boot, [`bind_and_pin`] waits for each device's guest driver, lists its MSI-X vectors
 //! and pins them; vectors the kernel manages are reported as such.
 //!
 //! The lab's own devices implement the trait like any other; a test file can define its own:
-//! - [`lab_dma`]: the emulated Intel I/OAT and AMD PTDMA engines (a `lab-dma` process served
+//! - `lab_dma`: the emulated Intel I/OAT and AMD PTDMA engines (a `lab-dma` process served
 //!   over vfio-user).
-//! - [`builtin`]: QEMU's own NVMe controller.
+//! - `builtin`: QEMU's own NVMe controller.
 //! - [`nic`]: QEMU's `virtio-net-pci` on a datagram socket the lab holds, so a scenario can send
 //!   traffic into the guest at a set rate ([`nic::Traffic`]).
 //! - [`passthrough`]: host devices by PCI address (`vfio-pci`), from the host file
-//!   ([`crate::hosts`]), read and written through [`sysfs`].
-//! - [`guest`]: the guest side (binding, vectors, pinning).
+//!   (`crate::hosts`), read and written through `sysfs`.
+//! - `guest`: the guest side (binding, vectors, pinning).
 
 pub(crate) mod builtin;
 pub(crate) mod guest;
@@ -92,12 +92,16 @@ pub trait Device: std::fmt::Debug + Send + Sync + 'static {
 /// directory) that holds once the driver has finished setting it up, vectors included.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestDriver {
+    /// The driver that binds the PCI function (`ioatdma`, `nvme`, `virtio-pci`).
     pub driver: String,
+    /// The module to load first, if the driver is one.
     pub module: Option<String>,
+    /// A shell test on `$dev` that holds once the device is set up.
     pub ready_test: String,
 }
 
 impl GuestDriver {
+    /// A guest side from its three parts.
     pub fn new(driver: &str, module: Option<&str>, ready_test: &str) -> GuestDriver {
         GuestDriver {
             driver: driver.to_string(),
@@ -153,6 +157,7 @@ impl DeviceHost {
 /// A started device's host side: QEMU's arguments and what lives as long as the guest.
 #[derive(Default)]
 pub struct Attached {
+    /// What QEMU is given for the device (`-device ...` and what it needs).
     pub qemu_args: Vec<String>,
     /// The device model's log, if it has a process.
     pub log: Option<PathBuf>,
@@ -171,6 +176,7 @@ pub trait HostPart: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The host side as `Any`, for [`RunningDevice::host_part`].
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -206,6 +212,7 @@ impl Serialize for DeviceSpec {
 }
 
 impl DeviceSpec {
+    /// A device of any type, its vectors not pinned.
     pub fn new(device: impl Device) -> DeviceSpec {
         DeviceSpec {
             device: Arc::new(device),

@@ -123,9 +123,13 @@ pub fn guest_setup(pci_address: &str, index: usize) -> String {
 /// second (spread evenly; a late tick sends at once, so the average holds).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UdpFlow {
+    /// The guest's UDP port.
     pub port: u16,
+    /// Bytes of payload per datagram (at most 1472).
     pub payload: usize,
+    /// Datagrams per second.
     pub rate: f64,
+    /// How many datagrams.
     pub count: u64,
 }
 
@@ -133,8 +137,11 @@ pub struct UdpFlow {
 /// it took.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sent {
+    /// Datagrams handed to QEMU.
     pub frames: u64,
+    /// Datagrams QEMU's socket had no room for.
     pub dropped: u64,
+    /// From the first datagram to the last.
     pub elapsed: Duration,
 }
 

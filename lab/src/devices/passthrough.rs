@@ -1,8 +1,8 @@
-//! Passthrough of host PCI devices to a guest with `vfio-pci`: a [`Claim`] on one device of
-//! the host file ([`crate::hosts`]) and its whole IOMMU group.
+//! Passthrough of host PCI devices to a guest with `vfio-pci`: a `Claim` on one device of
+//! the host file (`crate::hosts`) and its whole IOMMU group.
 //!
 //! Taking a device: the IOMMU must be on; the address must hold the host file's vendor:device
-//! ID; the host must not be using it ([`Sysfs::users`]: a mounted or held NVMe namespace, a
+//! ID; the host must not be using it (`Sysfs::users`: a mounted or held NVMe namespace, a
 //! dmaengine channel in use, an interface up); no other member of its IOMMU group may be in
 //! use while bound to a host driver (bridges stay as they are; members on `vfio-pci` or
 //! `pci-stub` are free). Then, with the group's lock held, the journal (`<cache>/passthrough/
@@ -12,7 +12,7 @@
 //! gives each member back its driver and override and removes the journal.
 //!
 //! A lab that was killed leaves its journal behind and its lock free (the kernel drops flocks
-//! of dead processes). [`restore_all`], run at every lab start and by `lab host restore`,
+//! of dead processes). `restore_all`, run at every lab start and by `lab host restore`,
 //! replays each journal whose lock is free; a claim on the same group replays it first too.
 //! Restoring is idempotent: a member already back on its driver is left alone.
 
@@ -518,7 +518,7 @@ impl HostReport {
         }
     }
 
-    /// The host file `host` names (see [`HostFile::select`]) against this host's `/sys`.
+    /// The host file `host` names (see `HostFile::select`) against this host's `/sys`.
     pub fn this_host(host: Option<&str>) -> Result<HostReport> {
         Ok(HostReport::read(&Sysfs::host(), &HostFile::select(host)?))
     }

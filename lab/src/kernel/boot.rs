@@ -24,6 +24,7 @@ pub struct BootKernel {
     pub name: String,
     /// `uname -r` of the image.
     pub release: String,
+    /// The kernel image.
     pub bzimage: PathBuf,
     /// `lib/modules/<release>` of this kernel, copied into the guest image.
     pub(crate) modules: Option<PathBuf>,
@@ -51,7 +52,9 @@ impl BootKernel {
 /// with the caller's extra settings).
 #[derive(Debug, Clone)]
 pub struct ReadyKernel {
+    /// The kernel.
     pub kernel: BootKernel,
+    /// Its boot settings: the recipe's `[boot]` table, then the variant's.
     pub settings: BootSettings,
 }
 

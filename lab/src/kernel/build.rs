@@ -915,12 +915,15 @@ pub(crate) struct GcOptions {
 }
 
 #[derive(Debug, Clone, Default)]
+/// What `lab kernel gc` removed (or would, with `dry_run`).
 pub struct GcReport {
     /// (recipe, key) of removed entries.
     pub removed: Vec<(String, String)>,
     /// (recipe, key) of entries whose tree was dropped.
     pub trees_dropped: Vec<(String, String)>,
+    /// Logs of failed builds removed.
     pub failed_logs_removed: usize,
+    /// Staging directories of dead builds removed.
     pub staging_removed: usize,
 }
 

@@ -22,10 +22,12 @@ pub(crate) const STRONG_MARK_ALPHA: f64 = 0.01;
 /// One metric of a comparison: its definition and the samples of every variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metric {
+    /// The metric's name.
     pub name: String,
     /// Shown after the name in the table, e.g. "%" or "per 100 completions"; may be empty.
     #[serde(default)]
     pub unit: String,
+    /// Which way is better, for the table's wording.
     pub direction: Direction,
     /// The smallest change that matters, in `unit` or relative to the base (records written
     /// before verdicts called it the noise floor).
@@ -118,6 +120,7 @@ impl Comparison {
         })
     }
 
+    /// The comparison's name.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -127,6 +130,7 @@ impl Comparison {
         &self.variants
     }
 
+    /// The base variant (the first).
     pub fn base(&self) -> &str {
         &self.variants[0]
     }
@@ -217,6 +221,7 @@ impl Comparison {
         Ok(())
     }
 
+    /// The metric called `name`.
     pub fn metric(&self, name: &str) -> Result<&Metric, ReportError> {
         Ok(&self.metrics[self.metric_index(name)?])
     }
@@ -285,6 +290,7 @@ impl Comparison {
             .sum()
     }
 
+    /// The summary (n, mean, spread, median) of `variant`'s samples of `metric`.
     pub fn summary(&self, metric: &str, variant: &str) -> Result<Summary, ReportError> {
         Summary::of(self.samples(metric, variant)?)
             .map_err(|source| self.stats(metric, variant, source))
@@ -500,7 +506,7 @@ impl Comparison {
         }
     }
 
-    /// The comparison as an LKP-style table, the primary verdicts first (see [`super::table`]).
+    /// The comparison as an LKP-style table, the primary verdicts first (see `super::table`).
     pub fn table(&self) -> String {
         self.table_of(&self.rows())
     }
@@ -517,6 +523,7 @@ impl Comparison {
         super::write_json_atomic(dir, &self.name, self)
     }
 
+    /// Reads a comparison stored as JSON.
     pub fn read_json(path: &std::path::Path) -> anyhow::Result<Comparison> {
         super::read_json(path)
     }

@@ -1,7 +1,7 @@
 //! Skipped parts in nextest's JUnit report. A test that could not run one of its parts here
-//! (no KVM, a missing host tool: [`crate::skip`]) passes with a [`MARKER`] line in its output;
+//! (no KVM, a missing host tool: [`crate::skip`]) passes with a `MARKER` line in its output;
 //! nextest has no way for a running test to call itself skipped, so its JUnit report would
-//! count it as a plain pass. [`mark_skips`] rewrites the report so each such test carries a
+//! count it as a plain pass. `mark_skips` rewrites the report so each such test carries a
 //! `<skipped>` element naming what did not run, and the suites' `skipped` counts include it:
 //! CI's test views then show it as skipped. A test that failed keeps its failure.
 //!

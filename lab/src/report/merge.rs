@@ -1,5 +1,5 @@
 //! Records of one comparison from several machines or CI shards as one record: the boots of all,
-//! in input order, through [`RunRecord::record_boot`] like any run's, so the merged table is the
+//! in input order, through `RunRecord::record_boot` like any run's, so the merged table is the
 //! table of one run with every boot. Records whose manifests differ in something that changes
 //! the result are refused, naming the field, unless the caller groups by it: then each of that
 //! field's values gets its own columns (`v6.12 [accelerator=kvm]`).
@@ -159,6 +159,7 @@ pub(crate) fn record_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// What `lab report merge` made: the merged record and where its files went.
 #[derive(Debug)]
 pub struct Merged {
+    /// The merged record.
     pub record: RunRecord,
     /// How many records went into it.
     pub(crate) sources: usize,
@@ -185,8 +186,8 @@ impl Merged {
     }
 }
 
-/// `lab report merge`: the records under `paths` ([`record_files`]) merged ([`merge`]) and
-/// written ([`RunRecord::write_outputs`]) to `out`, or to a new run directory under
+/// `lab report merge`: the records under `paths` (`record_files`) merged (`merge`) and
+/// written (`RunRecord::write_outputs`) to `out`, or to a new run directory under
 /// `results_root/<comparison>/`. `picture_of` finds a record's scenario picture when its
 /// manifest has none (the scenario registry is above this module).
 pub fn merge_and_write(

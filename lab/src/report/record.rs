@@ -17,6 +17,7 @@ use crate::stats::Verdict;
 pub struct BootRecord {
     /// Position in the run's (interleaved) boot order, from 0.
     pub sequence: usize,
+    /// The variant it booted.
     pub variant: String,
     /// Metric -> this boot's value.
     pub samples: BTreeMap<String, f64>,
@@ -26,12 +27,14 @@ pub struct BootRecord {
 }
 
 /// A stored run: manifest, comparison, and the boots in the order they ran. The record is the
-/// one owner of samples: they enter only through [`RunRecord::record_boot`], and a stored
+/// one owner of samples: they enter only through `RunRecord::record_boot`, and a stored
 /// record whose table disagrees with its boots is refused when read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RunRecordData")]
 pub struct RunRecord {
+    /// The layout's version.
     pub schema_version: u32,
+    /// Where, on what and with which inputs the run happened.
     pub manifest: Manifest,
     pub(super) comparison: Comparison,
     pub(super) boots: Vec<BootRecord>,
@@ -202,6 +205,7 @@ impl RunRecord {
         Ok(())
     }
 
+    /// Reads a stored record (`record.json`), refusing one whose table disagrees with its boots.
     pub fn read_json(path: &Path) -> anyhow::Result<RunRecord> {
         read_json(path)
     }
@@ -268,6 +272,7 @@ pub(crate) fn run_dir(parent: &Path) -> anyhow::Result<PathBuf> {
 /// A boot that ran and gave no sample.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RejectedBoot {
+    /// The variant it booted.
     pub variant: String,
     /// Why its sample is not a sample, quoting the kernel log line or the observer.
     pub cause: String,
@@ -282,6 +287,7 @@ pub struct DecisionPoint {
     pub boots: usize,
     /// Valid boots per variant.
     pub per_variant: BTreeMap<String, usize>,
+    /// Each primary metric's verdict for each variant, then.
     pub verdicts: Vec<PairVerdict>,
     /// What the run did next: "stop: every primary verdict decided", "add boots to ...",
     /// "stop: the cap of N boots per variant reached".
@@ -291,7 +297,9 @@ pub struct DecisionPoint {
 /// A primary metric's verdict for one variant at a [`DecisionPoint`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairVerdict {
+    /// The metric.
     pub metric: String,
+    /// The variant, against the base.
     pub variant: String,
     /// `None` when a side had no samples of the metric yet.
     pub verdict: Option<Verdict>,

@@ -50,10 +50,13 @@ pub enum DmaEngine {
 /// Everything a run of S1 can change (`lab compare dma-wakeup --set NAME=VALUE`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DmaWakeupParams {
+    /// The DMA engine the guest gets.
     pub engine: DmaEngine,
+    /// Where the engine's interrupt is pinned, relative to the thread's start CPU.
     pub placement: IrqPlacement,
     /// The CPU dmatest's thread starts its work on.
     pub start_cpu: u32,
+    /// The dmatest run.
     pub dmatest: Dmatest,
 }
 
@@ -63,7 +66,9 @@ pub struct DmaWakeup {
     params: DmaWakeupParams,
 }
 
+/// The base kernel.
 pub const BASE: &str = "v6.12";
+/// The base with the seed's fix reverted (`wake_affine_idle()` follows the interrupt).
 pub const REVERT: &str = "v6.12+wake-affine-idle-revert";
 
 impl DmaWakeup {
@@ -80,16 +85,19 @@ impl DmaWakeup {
         }
     }
 
+    /// With the interrupt placed `placement`.
     pub fn placement(mut self, placement: IrqPlacement) -> Self {
         self.params.placement = placement;
         self
     }
 
+    /// With `engine`.
     pub fn engine(mut self, engine: DmaEngine) -> Self {
         self.params.engine = engine;
         self
     }
 
+    /// With these dmatest parameters.
     pub fn dmatest(mut self, dmatest: Dmatest) -> Self {
         self.params.dmatest = dmatest;
         self

@@ -26,6 +26,7 @@ use crate::topology::{format_cpulist, parse_cpulist, parse_size, Topology};
 use crate::variant::Variant;
 use crate::workload::{Fio, FioResult};
 
+/// The kernel every column boots.
 pub const KERNEL: &str = "v6.12";
 /// As many queues as the CI topology's CPUs: the kernel's default spreading.
 pub const MANY_QUEUES: &str = "many-queues";
@@ -39,6 +40,7 @@ pub const ONE_QUEUE: &str = "one-queue";
 pub struct IrqSpreadParams {
     /// NVMe I/O queue pairs.
     pub io_queues: u16,
+    /// Namespace size (sparse on the host).
     pub namespace: String,
     /// With `numjobs` 0 and `cpus_allowed` unset: one job per guest CPU, each on its own CPU.
     pub fio: Fio,

@@ -137,7 +137,7 @@ pub(crate) fn list() -> Result<Vec<Listing>> {
     REGISTRY.iter().map(|(_, make)| make().listing()).collect()
 }
 
-/// What `lab scenarios` prints: every shipped scenario's [`Listing`], in registry order.
+/// What `lab scenarios` prints: every shipped scenario's `Listing`, in registry order.
 pub fn list_text() -> Result<String> {
     Ok(list()?.iter().map(Listing::to_string).collect())
 }
@@ -177,7 +177,9 @@ pub(crate) fn default_kernels() -> Result<Vec<String>> {
 /// defaults.
 #[derive(Debug, Clone, Default)]
 pub struct Request {
+    /// The registered scenario (`lab scenarios` lists them).
     pub scenario: String,
+    /// The variants, base first (empty: the scenario's).
     pub variants: Vec<Variant>,
     /// Exactly this many boots per variant (default: adaptive on the primary verdicts).
     pub repetitions: Option<usize>,
@@ -190,11 +192,13 @@ pub struct Request {
     pub primaries: Vec<(String, Option<crate::stats::Magnitude>)>,
     /// The boot order's seed (default: a fresh one, recorded).
     pub seed: Option<u64>,
+    /// The topology (default: the scenario's).
     pub topology: Option<String>,
     /// Parameter overrides for every variant.
     pub set: BTreeMap<String, String>,
     /// Comparison name (default: the scenario's).
     pub name: Option<String>,
+    /// Where results go (default [`crate::results_root`]).
     pub results_root: Option<PathBuf>,
     /// Replace the scenario's devices in order (`--device passthrough:NAME`).
     pub devices: Vec<crate::devices::DeviceSpec>,

@@ -26,6 +26,7 @@ use crate::variant::Variant;
 use crate::vm::Vm;
 use crate::workload::{Numa01, Numa01Result};
 
+/// The base kernel.
 pub const BASE: &str = "v6.12";
 /// v6.12 without the seed's fix (b7a5b537c55c's partial-VMA continuation) and nothing else.
 pub const REVERT: &str = "v6.12+numa-scan-revert";
@@ -61,6 +62,7 @@ const NUMAB_DEBUGFS: &str = "/sys/kernel/debug/sched/numa_balancing";
 /// Everything a run of S4 can change (`lab compare numa-scan --set NAME=VALUE`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NumaScanParams {
+    /// The numa01 run.
     pub numa01: Numa01,
     /// `kernel.numa_balancing`, written before the run and read back (1: on; 0 turns the
     /// whole mechanism off, a control).
@@ -169,6 +171,7 @@ impl NumaScan {
         }
     }
 
+    /// With this numa01 run.
     pub fn numa01(mut self, numa01: Numa01) -> Self {
         self.params.numa01 = numa01;
         self

@@ -35,7 +35,10 @@ pub enum Magnitude {
     Absolute(f64),
     /// A fraction of the base's mean (`{"relative": 0.5}`: half the base), for counts whose
     /// level depends on the host.
-    Relative { relative: f64 },
+    Relative {
+        /// The fraction (0.05: 5% of the base's mean).
+        relative: f64,
+    },
 }
 
 impl Magnitude {
@@ -107,8 +110,11 @@ impl std::fmt::Display for Magnitude {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Decision {
+    /// The variant differs from the base by more than the magnitude.
     Different,
+    /// The variant is within the magnitude of the base.
     Same,
+    /// Neither yet: more boots may decide it.
     Unknown,
 }
 
@@ -125,21 +131,26 @@ impl std::fmt::Display for Decision {
 /// A variant against the base on one metric: the decision and the numbers behind it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
+    /// What was decided.
     pub decision: Decision,
     /// The smallest change that matters, in the metric's unit.
     pub magnitude: f64,
     /// Hodges-Lehmann shift of the variant from the base, in the metric's unit.
     pub shift: f64,
-    /// The exact [`SAME_CONFIDENCE`] interval of the shift (never clipped: its ends are
+    /// The exact `SAME_CONFIDENCE` interval of the shift (never clipped: its ends are
     /// differences of real samples, so it stays inside what a difference of the metric can be,
     /// and its coverage holds); `None` while the samples are too few for it (fewer than 4 a
     /// side).
     pub interval: Option<Interval>,
     /// min(Mann-Whitney, Kolmogorov-Smirnov).
     pub p: f64,
+    /// The Mann-Whitney test's p.
     pub mann_whitney_p: f64,
+    /// The Kolmogorov-Smirnov test's p.
     pub ks_p: f64,
+    /// Samples of the base.
     pub n_base: usize,
+    /// Samples of the variant.
     pub n_variant: usize,
     /// Difference of the means, for the reader (the rules use the shift).
     pub mean_difference: f64,

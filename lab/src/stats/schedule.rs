@@ -114,6 +114,7 @@ pub struct BootOrder {
 }
 
 impl BootOrder {
+    /// The order `seed` gives.
     pub fn new(seed: u64) -> BootOrder {
         BootOrder {
             seed,
@@ -134,6 +135,7 @@ impl BootOrder {
         mix.next_u64()
     }
 
+    /// The seed.
     pub fn seed(&self) -> u64 {
         self.seed
     }

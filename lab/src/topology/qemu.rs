@@ -118,7 +118,7 @@ impl Topology {
         }
     }
 
-    /// One sentence: which [`Mapping`] is used and why.
+    /// One sentence: which `Mapping` is used and why.
     pub fn describe(&self) -> String {
         let (qs, qc) = self.qemu_sockets_cores();
         let smp = format!(

@@ -43,6 +43,7 @@ pub(crate) struct VmSpec {
 
 /// A running guest. Dropping it kills QEMU and its device models.
 pub struct Vm {
+    /// The guest's name (its log directory's).
     pub name: String,
     guest: Guest,
     qmp: QapiService<QmpStreamTokio<tokio::io::WriteHalf<UnixStream>>>,
@@ -50,6 +51,7 @@ pub struct Vm {
     pub(crate) hello: Hello,
     /// Boot time from QEMU start to the agent's hello.
     pub boot_time: Duration,
+    /// QEMU's process id.
     pub qemu_pid: u32,
     // Dropped in this order: QEMU first, then devices, then the socket dir.
     qemu: Option<AsyncGroupChild>,
@@ -291,6 +293,7 @@ impl Vm {
         self.host_slot = Some(slot);
     }
 
+    /// The guest's agent: commands, files.
     pub fn guest(&self) -> &Guest {
         &self.guest
     }
@@ -324,6 +327,7 @@ impl Vm {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// The devices, in slot order, with their host sides.
     pub fn devices(&self) -> &[RunningDevice] {
         &self.devices
     }

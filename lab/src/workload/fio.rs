@@ -18,9 +18,13 @@ pub struct Fio {
     pub rw: String,
     /// Block size (`4k`).
     pub bs: String,
+    /// `--iodepth`.
     pub iodepth: u32,
+    /// `--direct` (no page cache).
     pub direct: bool,
+    /// `--ioengine` (`libaio`).
     pub ioengine: String,
+    /// Jobs (`--numjobs`; 0: one per guest CPU where the scenario says so).
     pub numjobs: u32,
     /// Seconds each job runs (`--runtime`, `--time_based`).
     pub runtime_s: u32,

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 pub struct Hackbench {
     /// Groups of `fds` senders and `fds` receivers.
     pub groups: u32,
+    /// Senders and receivers per group.
     pub fds: u32,
     /// Messages each sender sends to each receiver of its group.
     pub loops: u32,

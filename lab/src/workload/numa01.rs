@@ -15,6 +15,7 @@ use crate::guest::GuestCommand;
 pub struct Numa01 {
     /// Total over all processes; each maps `mib / processes`.
     pub mib: u64,
+    /// Processes.
     pub processes: u32,
     /// Threads per process; `None`: the guest's CPUs divided by `processes` (numa01's default).
     pub threads: Option<u32>,
