@@ -56,7 +56,7 @@ fn bisect_finds_the_s1_change_past_a_broken_build_and_after_a_kill() {
     let scratch = tempfile::tempdir().unwrap();
     let series = series(scratch.path());
     let name = format!("suite-{}", std::process::id());
-    let results = lab::host::results_root();
+    let results = lab::results_root();
     let root = results.join(format!("bisect-{name}"));
     let started = Instant::now();
     let mut first = Command::new(&lab_bin)

@@ -318,13 +318,13 @@ async fn a_boot_whose_kernel_warned_gives_no_sample() {
     }
     // A kernel that warns in every boot: with no refusal allowed the run fails at once, quoting
     // the line, and keeps a partial record.
-    let mut experiment = Experiment::new(SettingsProbe {
+    let experiment = Experiment::new(SettingsProbe {
         warn: Warn::Always,
         ..probe()
     })
     .repetitions(1)
-    .results_root(results.path());
-    experiment.max_rejected = 0;
+    .results_root(results.path())
+    .max_rejected(0);
     let e = format!("{:#}", experiment.run(&lab).await.unwrap_err());
     assert!(
         e.contains("gave no valid sample") && e.contains(WARNING_LINE),

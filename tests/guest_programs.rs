@@ -35,10 +35,11 @@ async fn sched_image_runs_hackbench_and_numactl() {
     }
 
     let vm = lab
-        .boot(BootOptions {
-            image: Some("sched".into()),
-            ..BootOptions::named("image-sched-programs").topology(TOPOLOGY)
-        })
+        .boot(
+            BootOptions::named("image-sched-programs")
+                .topology(TOPOLOGY)
+                .image("sched"),
+        )
         .await
         .unwrap_or_else(|e| panic!("booting the sched image: {e:#}"));
     let guest = vm.guest();

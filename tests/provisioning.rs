@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lab::cache::sha256_file;
+use sha2::Digest as _;
 
 /// The stand-in package: a name the default image's recipe asks for, a version Debian never had.
 const PACKAGE: &str = "busybox-static";
@@ -61,9 +61,15 @@ async fn a_lab_killed_while_provisioning_an_image_leaves_nothing_running_or_half
     // A copy of the lock without the default image's bundle: the lab resolves it again, from
     // the test's archive (every other bundle stays as locked, so nothing else asks apt).
     let lock_path = work.path().join("lock.toml");
-    let mut lock = lab::debian::LockFile::load(&lab::debian::LockFile::default_path()).unwrap();
-    lock.bundles.retain(|b| b.name != "guest-default");
-    lock.save(&lock_path).unwrap();
+    let lock_file = std::env::var_os("LAB_LOCK_FILE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| lab::repo_path("images/lock.toml"));
+    let mut lock: toml::Table = toml::from_str(&fs::read_to_string(&lock_file).unwrap()).unwrap();
+    lock["bundle"]
+        .as_array_mut()
+        .expect("the lock's [[bundle]] tables")
+        .retain(|b| b["name"].as_str() != Some("guest-default"));
+    fs::write(&lock_path, toml::to_string(&lock).unwrap()).unwrap();
 
     let mark = format!("{}-{}", std::process::id(), work.path().display());
     let hang = work.path().join("hang");
@@ -183,6 +189,11 @@ impl Drop for Cleanup {
             fs::remove_dir_all(dir).ok();
         }
     }
+}
+
+/// The sha256 of the file at `path`, in hex.
+fn sha256_file(path: &Path) -> String {
+    format!("{:x}", sha2::Sha256::digest(fs::read(path).unwrap()))
 }
 
 fn on_path(tool: &str) -> bool {
@@ -362,7 +373,7 @@ impl FakeArchive {
              Filename: pool/main/b/busybox-static/{DEB_FILE}\nSize: {}\nSHA256: {}\n\
              Description: stand-in busybox for the lab's provisioning test\n\n",
             size,
-            sha256_file(&deb).unwrap()
+            sha256_file(&deb)
         );
         let date = Command::new("date")
             .env("LC_ALL", "C")
@@ -387,7 +398,7 @@ impl FakeArchive {
                  Description: the lab's provisioning test archive\nSHA256:\n \
                  {} {} main/binary-amd64/Packages\n",
                 date.trim(),
-                sha256_file(&index).unwrap(),
+                sha256_file(&index),
                 packages.len()
             );
             fs::write(dist.join("Release"), &release).unwrap();

@@ -5,7 +5,7 @@
 
 /// One embedded guest program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LabProgram {
+pub(crate) struct LabProgram {
     /// Its binary's name in the agent crate, as `lab/build.rs`'s `GUEST_BINARIES` and image
     /// recipes' `lab_programs` spell it.
     pub name: &'static str,
@@ -31,19 +31,19 @@ macro_rules! embedded {
 }
 
 /// The guest agent (no PT_INTERP); every image has it at `/init`.
-pub const AGENT: LabProgram = embedded!("lab-agent", "/init");
+pub(crate) const AGENT: LabProgram = embedded!("lab-agent", "/init");
 
 /// Where an image that lists `lab-numa01` (seed S4's numa01_THREAD_ALLOC-shaped workload) puts
 /// it.
-pub const NUMA01_GUEST_PATH: &str = "/usr/bin/lab-numa01";
+pub(crate) const NUMA01_GUEST_PATH: &str = "/usr/bin/lab-numa01";
 
 /// Where an image that lists `lab-udp-sink` (a UDP receiver, the task a NIC's interrupt wakes)
 /// puts it.
-pub const UDP_SINK_GUEST_PATH: &str = "/usr/bin/lab-udp-sink";
+pub(crate) const UDP_SINK_GUEST_PATH: &str = "/usr/bin/lab-udp-sink";
 
 /// Every program the lab builds for its guests. A new one is a line here and its name in
 /// `lab/build.rs`'s `GUEST_BINARIES`.
-pub const LAB_PROGRAMS: &[LabProgram] = &[
+pub(crate) const LAB_PROGRAMS: &[LabProgram] = &[
     AGENT,
     embedded!("lab-numa01", NUMA01_GUEST_PATH),
     embedded!("lab-udp-sink", UDP_SINK_GUEST_PATH),
@@ -51,23 +51,19 @@ pub const LAB_PROGRAMS: &[LabProgram] = &[
 
 /// The programs an image recipe may list in `lab_programs`: all but the agent, which every
 /// image has anyway.
-pub fn listable_programs() -> impl Iterator<Item = &'static LabProgram> {
+pub(crate) fn listable_programs() -> impl Iterator<Item = &'static LabProgram> {
     LAB_PROGRAMS.iter().filter(|p| p.name != AGENT.name)
 }
 
 /// The listable program called `name`.
-pub fn listable_program(name: &str) -> Option<&'static LabProgram> {
+pub(crate) fn listable_program(name: &str) -> Option<&'static LabProgram> {
     listable_programs().find(|p| p.name == name)
 }
 
-/// The agent's bytes ([`AGENT`]).
-pub const AGENT_BINARY: &[u8] = AGENT.bytes;
-
-/// The sha256 of [`AGENT_BINARY`] (hex).
-pub const AGENT_SHA256: &str = AGENT.sha256;
-
-/// Path of the agent binary on the build host (the file [`AGENT_BINARY`] was read from).
-pub const AGENT_BINARY_PATH: &str = concat!(env!("OUT_DIR"), "/lab-agent");
+/// Path of the agent binary on the build host (the file [`AGENT`]'s bytes were read from), for
+/// the tests that run it as a host process.
+#[cfg(test)]
+pub(crate) const AGENT_BINARY_PATH: &str = concat!(env!("OUT_DIR"), "/lab-agent");
 
 #[cfg(test)]
 mod tests {

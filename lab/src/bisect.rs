@@ -1,6 +1,6 @@
 //! `lab bisect`: find the change that moves a scenario's primary metric, on the lab's verdicts.
 //!
-//! Good and bad are two kernels that differ by an ordered list of changes ([`series`]): a
+//! Good and bad are two kernels that differ by an ordered list of changes (`series`): a
 //! posted patch series on the good kernel's recipe, the patches a bad recipe adds to the good
 //! one, or the first-parent commits of a git range. Point `k` is the good kernel with the first
 //! `k` changes; each is an ordinary recipe in the bisect's own copy of the recipe directory,
@@ -9,8 +9,8 @@
 //!
 //! 1. The endpoints: good against bad must be DIFFERENT, or there is nothing to bisect.
 //! 2. Each probe boots interleaved with both endpoints (drift on the host moves all three) and
-//!    is classified by its verdicts against them ([`search::classify`]); the next probe is
-//!    chosen by [`search::next`]. A probe that does not build (or boot, unless
+//!    is classified by its verdicts against them (`search::classify`); the next probe is
+//!    chosen by `search::next`. A probe that does not build (or boot, unless
 //!    `--boot-failure bad`) is skipped, its log kept, and the answer may become a range.
 //! 3. The culprit's parent against the culprit, with more boots, must be DIFFERENT; the culprit's
 //!    share of the good-to-bad shift is reported. When the culprit is only part of the change
@@ -22,8 +22,8 @@
 //! without repeating a finished step.
 
 pub mod page;
-pub mod search;
-pub mod series;
+pub(crate) mod search;
+pub(crate) mod series;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -43,7 +43,7 @@ pub use search::Class;
 pub use series::Change;
 
 /// The version of `bisect.json`'s layout.
-pub const RECORD_VERSION: u32 = 1;
+pub(crate) const RECORD_VERSION: u32 = 1;
 
 /// Where the changes between good and bad come from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,12 +52,18 @@ pub enum Changes {
     /// The patches the bad variant's recipe adds to the good variant's.
     Recipes,
     /// A posted series on the good variant's kernel: an mbox or a directory of patch files.
-    Series { path: PathBuf },
+    Series {
+        /// The mbox, or the directory of patch files in `git format-patch` order.
+        path: PathBuf,
+    },
     /// The first-parent commits after `good` up to `bad` in the git tree of `recipe` (a recipe
     /// with a `git` source; its `ref` is replaced).
     Git {
+        /// The recipe whose `git` source holds the commits.
         recipe: String,
+        /// The good commit (any git revision).
         good: String,
+        /// The bad commit, a first-parent descendant of `good`.
         bad: String,
     },
 }
@@ -76,18 +82,23 @@ pub enum OnBootFailure {
 /// One `lab bisect`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Request {
+    /// The registered scenario the steps run (`dma-wakeup`).
     pub scenario: String,
     /// The good end: its kernel, settings and parameters (the kernel is unused for a git
     /// range, whose good end is the `good` commit).
     pub good: Variant,
     /// The bad end (only its kernel is used, with [`Changes::Recipes`]).
     pub bad: Variant,
+    /// Where the changes between the ends come from.
     pub changes: Changes,
     /// The metric decided on, with its smallest change that matters (default: the scenario's
     /// first primary metric with its own).
     pub metric: Option<(String, Option<Magnitude>)>,
+    /// Scenario parameters for every step (`lab bisect --set NAME=VALUE`).
     pub set: BTreeMap<String, String>,
+    /// The topology (default: the scenario's).
     pub topology: Option<String>,
+    /// What a probe that does not boot counts as.
     pub on_boot_failure: OnBootFailure,
     /// The most boots per variant of one step (default 10; the verification takes 2 more).
     pub max_repetitions: Option<usize>,
@@ -163,7 +174,7 @@ impl Outcome {
 
 /// One point between good and bad.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Point {
+pub(crate) struct Point {
     pub index: usize,
     pub variant: Variant,
     /// The change that makes this point from the one before (None for the good end).
@@ -174,7 +185,7 @@ pub struct Point {
 
 /// How a point's kernel was had.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BuildNote {
+pub(crate) struct BuildNote {
     pub key: String,
     pub release: String,
     /// The entry whose object tree it was built from (None: a cold build, or found cached).
@@ -198,7 +209,7 @@ pub enum StepKind {
 
 /// A primary verdict of a step: `variant` against `base` (a point index each).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StepVerdict {
+pub(crate) struct StepVerdict {
     pub base: usize,
     pub variant: usize,
     pub verdict: Verdict,
@@ -207,6 +218,7 @@ pub struct StepVerdict {
 /// One step: a comparison run, or a probe skipped before it booted.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Step {
+    /// What the step was for.
     pub kind: StepKind,
     /// The point probed or verified (the bad end for the endpoints).
     pub point: usize,
@@ -214,7 +226,8 @@ pub struct Step {
     pub ends: Vec<usize>,
     /// The step's run record, relative to the bisect's directory.
     pub record: Option<PathBuf>,
-    pub verdicts: Vec<StepVerdict>,
+    pub(crate) verdicts: Vec<StepVerdict>,
+    /// What the probe was found to be (`None` for the endpoints and verifications).
     pub class: Option<Class>,
     /// Why it was skipped, or what else the log should say.
     pub note: String,
@@ -222,13 +235,14 @@ pub struct Step {
     pub boots: usize,
     /// Boots per variant, base first.
     pub per_variant: Vec<usize>,
+    /// Wall seconds the step took.
     pub seconds: f64,
 }
 
 impl Step {
     /// The points of the step's comparison run, its base first: a probe is the base of its step
     /// (both its verdicts come from one run), an end is the base of the others.
-    pub fn run_order(&self) -> Vec<usize> {
+    pub(crate) fn run_order(&self) -> Vec<usize> {
         match self.kind {
             StepKind::Probe => std::iter::once(self.point)
                 .chain(self.ends.iter().copied())
@@ -246,7 +260,9 @@ impl Step {
 /// A change the bisect found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Culprit {
+    /// The point it makes (1 is the first change after good).
     pub point: usize,
+    /// The change itself.
     pub change: Change,
     /// The parent against the culprit, from the verification step.
     pub verdict: Verdict,
@@ -258,32 +274,53 @@ pub struct Culprit {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Answer {
     /// Good and bad were not DIFFERENT: the endpoints' verdict.
-    NothingToBisect { verdict: Verdict },
+    NothingToBisect {
+        /// Bad against good.
+        verdict: Verdict,
+    },
     /// One or more culprits, in order.
-    Culprits { culprits: Vec<Culprit> },
+    Culprits {
+        /// The culprits, each verified against its parent.
+        culprits: Vec<Culprit>,
+    },
     /// The change is in the points `lo + 1 ..= hi`; those between were skipped or unclassified.
     /// Culprits found before it (in an earlier search) are kept.
     Range {
+        /// The last point found good-like.
         lo: usize,
+        /// The first point found bad-like.
         hi: usize,
+        /// Culprits found before the range.
         culprits: Vec<Culprit>,
     },
     /// The parent and the culprit were not DIFFERENT with more boots.
-    Unverified { point: usize, verdict: Verdict },
+    Unverified {
+        /// The point the search ended on.
+        point: usize,
+        /// Its parent against it, with the verification's boots.
+        verdict: Verdict,
+    },
 }
 
 /// `bisect.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BisectRecord {
+    /// The layout's version.
     pub version: u32,
+    /// What was asked for.
     pub request: Request,
+    /// The seed step 0 ran with (step `i`: `seed + i`).
     pub seed: u64,
     /// The metric decided on and its smallest change that matters, in its unit.
     pub metric: String,
+    /// The metric's unit.
     pub unit: String,
+    /// The smallest change that matters (`None`: the metric's own).
     pub magnitude: Option<Magnitude>,
-    pub points: Vec<Point>,
+    pub(crate) points: Vec<Point>,
+    /// The steps in the order they ran.
     pub steps: Vec<Step>,
+    /// The conclusion, once there is one.
     pub answer: Option<Answer>,
     /// Why the bisect stopped early (it can be resumed).
     pub failure: Option<String>,
@@ -294,10 +331,13 @@ pub struct BisectRecord {
 /// A finished bisect.
 #[derive(Debug)]
 pub struct Outcome {
+    /// The bisect's record, as written.
     pub record: BisectRecord,
+    /// The bisect's directory (`bisect.json`, the steps' runs, `bisect.html`).
     pub dir: PathBuf,
     /// The bisect log ([`BisectRecord::log`]).
     pub log: String,
+    /// The page (`bisect.html`).
     pub html: PathBuf,
 }
 
@@ -308,7 +348,11 @@ pub async fn run(lab: &Lab, request: Request) -> Result<Outcome> {
 }
 
 /// [`run`] with a scenario of the caller's (a test's own).
-pub async fn run_with(lab: &Lab, scenario: &dyn Registered, request: Request) -> Result<Outcome> {
+pub(crate) async fn run_with(
+    lab: &Lab,
+    scenario: &dyn Registered,
+    request: Request,
+) -> Result<Outcome> {
     let root = request
         .results_root
         .clone()
@@ -331,17 +375,23 @@ pub async fn resume(lab: &Lab, dir: &Path) -> Result<Outcome> {
 }
 
 /// [`resume`] with a scenario of the caller's.
-pub async fn resume_with(lab: &Lab, scenario: &dyn Registered, dir: &Path) -> Result<Outcome> {
+pub(crate) async fn resume_with(
+    lab: &Lab,
+    scenario: &dyn Registered,
+    dir: &Path,
+) -> Result<Outcome> {
     let record = BisectRecord::read(dir)?;
     let bisect = Bisect::reopen(lab, scenario, record, dir.to_path_buf())?;
     bisect.go().await
 }
 
 impl BisectRecord {
+    /// Where a bisect's directory keeps its record (`bisect.json`).
     pub fn path(dir: &Path) -> PathBuf {
         dir.join("bisect.json")
     }
 
+    /// The record of the bisect in `dir`.
     pub fn read(dir: &Path) -> Result<BisectRecord> {
         let path = Self::path(dir);
         let text = std::fs::read_to_string(&path).with_context(|| {
@@ -400,7 +450,7 @@ impl BisectRecord {
 
     /// What a fixed schedule of `per_variant` boots per variant and step would have booted for
     /// the same steps (the endpoints and verification two variants, a probe three).
-    pub fn fixed_boots(&self, per_variant: usize) -> usize {
+    pub(crate) fn fixed_boots(&self, per_variant: usize) -> usize {
         self.steps
             .iter()
             .filter(|s| s.record.is_some())
@@ -512,7 +562,7 @@ impl BisectRecord {
     }
 
     /// One step's line of the log: what it probed, its verdicts, the class, boots and time.
-    pub fn step_line(&self, i: usize, s: &Step) -> String {
+    pub(crate) fn step_line(&self, i: usize, s: &Step) -> String {
         let n = self.points.len() - 1;
         let what = match s.kind {
             StepKind::Endpoints => "endpoints".to_string(),

@@ -26,11 +26,13 @@ pub struct Cache {
 
 /// An exclusive lock on a cache key, released on drop (or when the process dies).
 #[derive(Debug)]
-pub struct CacheLock {
+pub(crate) struct CacheLock {
     _file: File,
 }
 
 impl Cache {
+    /// The cache `LAB_CACHE_DIR` names (default `~/.cache/lab`); the first call in a process
+    /// removes staging directories of builds that died.
     pub fn from_env() -> Result<Cache> {
         let root = match std::env::var_os("LAB_CACHE_DIR") {
             Some(dir) => PathBuf::from(dir),
@@ -49,6 +51,7 @@ impl Cache {
         Ok(cache)
     }
 
+    /// The cache at `root`, created if missing (a test's own, say).
     pub fn at(root: impl Into<PathBuf>) -> Result<Cache> {
         let root = root.into();
         fs::create_dir_all(&root)
@@ -56,6 +59,7 @@ impl Cache {
         Ok(Cache { root })
     }
 
+    /// The cache's directory.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -66,13 +70,13 @@ impl Cache {
     }
 
     /// The complete entry for `key`, if one exists.
-    pub fn lookup(&self, kind: &str, key: &str) -> Option<PathBuf> {
+    pub(crate) fn lookup(&self, kind: &str, key: &str) -> Option<PathBuf> {
         let path = self.dir(kind).join(key);
         path.is_dir().then_some(path)
     }
 
     /// Takes an exclusive lock named `name` (blocking until it is free).
-    pub fn lock(&self, name: &str) -> Result<CacheLock> {
+    pub(crate) fn lock(&self, name: &str) -> Result<CacheLock> {
         let dir = self.root.join(".locks");
         fs::create_dir_all(&dir)?;
         let path = dir.join(format!("{name}.lock"));
@@ -85,7 +89,7 @@ impl Cache {
     /// Returns the entry for `key`, building it first if needed. `build` fills a fresh temp dir;
     /// on success the dir is renamed into place, on failure it is removed and the cache is as it
     /// was. Concurrent callers for one key wait for the first and then reuse its entry.
-    pub fn get_or_build(
+    pub(crate) fn get_or_build(
         &self,
         kind: &str,
         key: &str,
@@ -112,7 +116,7 @@ impl Cache {
     }
 
     /// The memo `key` of `kind`, if one was written and still parses.
-    pub fn read_memo<T: DeserializeOwned>(&self, kind: &str, key: &str) -> Option<T> {
+    pub(crate) fn read_memo<T: DeserializeOwned>(&self, kind: &str, key: &str) -> Option<T> {
         let path = self.memo_path(kind, key);
         let text = fs::read(&path).ok()?;
         serde_json::from_slice(&text).ok()
@@ -120,7 +124,7 @@ impl Cache {
 
     /// Writes memo `key` of `kind` atomically (a concurrent reader sees the old one or the new
     /// one, never half of it).
-    pub fn write_memo<T: Serialize>(&self, kind: &str, key: &str, value: &T) -> Result<()> {
+    pub(crate) fn write_memo<T: Serialize>(&self, kind: &str, key: &str, value: &T) -> Result<()> {
         let path = self.memo_path(kind, key);
         let dir = path.parent().expect("memo paths have a parent");
         fs::create_dir_all(dir)?;
@@ -142,7 +146,7 @@ impl Cache {
     /// ctime): a file whose `stat` is unchanged is not read again. A file changed within the last
     /// [`RACY_WINDOW`] is hashed but not remembered, since a write in the same clock tick would
     /// leave its `stat` unchanged (git's "racily clean" case).
-    pub fn file_sha256(&self, path: &Path) -> Result<String> {
+    pub(crate) fn file_sha256(&self, path: &Path) -> Result<String> {
         let meta = fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
         let stat = FileStat::of(&meta);
         let key = hash_parts(&[("path", path.as_os_str().as_encoded_bytes())])[..24].to_string();
@@ -166,7 +170,7 @@ impl Cache {
     }
 
     /// [`Cache::remove_stale_staging`] for every kind (kernels, images, QEMU, ...).
-    pub fn remove_all_stale_staging(&self) -> Result<usize> {
+    pub(crate) fn remove_all_stale_staging(&self) -> Result<usize> {
         let mut removed = 0;
         for entry in fs::read_dir(&self.root)?.flatten() {
             let kind = entry.file_name().to_string_lossy().into_owned();
@@ -178,7 +182,7 @@ impl Cache {
     }
 
     /// Removes staging leftovers of builds that died (only those nobody holds a lock on).
-    pub fn remove_stale_staging(&self, kind: &str) -> Result<usize> {
+    pub(crate) fn remove_stale_staging(&self, kind: &str) -> Result<usize> {
         let staging = self.dir(kind).join(".staging");
         let Ok(entries) = fs::read_dir(&staging) else {
             return Ok(0);
@@ -206,11 +210,11 @@ impl Cache {
 }
 
 /// How recently a file may have changed for its `stat` not to be trusted as its identity.
-pub const RACY_WINDOW: Duration = Duration::from_secs(2);
+pub(crate) const RACY_WINDOW: Duration = Duration::from_secs(2);
 
 /// What `stat` says about a file's identity and last change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileStat {
+pub(crate) struct FileStat {
     pub dev: u64,
     pub ino: u64,
     pub size: u64,
@@ -219,7 +223,7 @@ pub struct FileStat {
 }
 
 impl FileStat {
-    pub fn of(meta: &fs::Metadata) -> FileStat {
+    pub(crate) fn of(meta: &fs::Metadata) -> FileStat {
         FileStat {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -250,7 +254,7 @@ struct DigestMemo {
 
 /// A stable hex digest of labelled inputs. Labels are part of the hash, so moving bytes from one
 /// input to the next changes the key.
-pub fn hash_parts(parts: &[(&str, &[u8])]) -> String {
+pub(crate) fn hash_parts(parts: &[(&str, &[u8])]) -> String {
     let mut hasher = Sha256::new();
     for (label, bytes) in parts {
         hasher.update((label.len() as u64).to_le_bytes());
@@ -262,7 +266,7 @@ pub fn hash_parts(parts: &[(&str, &[u8])]) -> String {
 }
 
 /// The sha256 of a file, hex.
-pub fn sha256_file(path: &Path) -> Result<String> {
+pub(crate) fn sha256_file(path: &Path) -> Result<String> {
     let mut file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut hasher = Sha256::new();
     std::io::copy(&mut file, &mut hasher)?;

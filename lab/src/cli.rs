@@ -45,7 +45,7 @@ pub enum Cmd {
     /// Boot a guest, run one command in it, print its output and exit with its status.
     Run {
         /// A topology file's name (topologies/NAME.toml).
-        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY, conflicts_with = "cpus")]
+        #[arg(long, default_value = lab::DEFAULT_TOPOLOGY, conflicts_with = "cpus")]
         topology: String,
         /// A plain shape without a topology file: N vCPUs (with --memory, and --nodes to split
         /// them into NUMA nodes).
@@ -94,7 +94,7 @@ pub enum Cmd {
         /// Runs of each side of `lab run -- true` vs the hand-written QEMU line.
         #[arg(long, default_value_t = 5)]
         runs: usize,
-        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
+        #[arg(long, default_value = lab::DEFAULT_TOPOLOGY)]
         topology: String,
         /// Build the default kernel and the one-patch variant now, into a temporary cache
         /// (takes minutes: about ten on two cores), instead of reading the cache's manifests.
@@ -323,7 +323,7 @@ pub enum BenchCmd {
     Boot {
         #[arg(long, default_value_t = 5)]
         runs: usize,
-        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
+        #[arg(long, default_value = lab::DEFAULT_TOPOLOGY)]
         topology: String,
     },
     /// `lab run -- true` as a whole process vs a hand-written QEMU line that boots the same
@@ -331,7 +331,7 @@ pub enum BenchCmd {
     Run {
         #[arg(long, default_value_t = 5)]
         runs: usize,
-        #[arg(long, default_value = lab::host::DEFAULT_TOPOLOGY)]
+        #[arg(long, default_value = lab::DEFAULT_TOPOLOGY)]
         topology: String,
     },
     /// Kernel build times: the default kernel cold and a one-patch variant from its tree.

@@ -8,10 +8,10 @@
 //! (`lab lock update` rewrites the lock).
 //!
 //! Every resolution is remembered in the cache under a key of its lock entry
-//! ([`recorded_resolution`]): while the lock entry is unchanged, a caller whose product (an
+//! (`recorded_resolution`): while the lock entry is unchanged, a caller whose product (an
 //! unpacked QEMU, a guest image) is already cached needs neither apt nor the network.
 //!
-//! Between processes (two CI jobs, two test processes on one cache): an open [`Archive`] holds
+//! Between processes (two CI jobs, two test processes on one cache): an open `Archive` holds
 //! the apt state's lock until its last clone drops, so a list update never runs under another
 //! process's resolution or download, and resolving and downloading a bundle is one locked step.
 //! Files others read (`sources.list`, `images/lock.toml`) are replaced atomically through
@@ -20,6 +20,9 @@
 //! The network: lists older than a day are refreshed once (bounded, no retries); when that
 //! fails the old lists are used with a warning and are not marked fresh. Steps that cannot do
 //! without the network (lists never fetched, downloads) retry with backoff and name what failed.
+//!
+//! Outside the lab only `lab lock update` ([`update_default_lock`]) and the suites a mirror
+//! must serve ([`SUITES`], for `LAB_DEBIAN_MIRROR`) are public.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -55,7 +58,7 @@ const NETWORK_TRIES: &[Duration] = &[
 /// A private apt state (lists, downloads) under the cache, locked against other processes for
 /// as long as this value or a clone of it lives: open it, resolve, download, drop it.
 #[derive(Debug, Clone)]
-pub struct Archive {
+pub(crate) struct Archive {
     cache: Cache,
     state: PathBuf,
     mirror: String,
@@ -65,7 +68,7 @@ pub struct Archive {
 
 /// One binary package as the archive's index describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PackageRef {
+pub(crate) struct PackageRef {
     pub name: String,
     pub version: String,
     pub sha256: String,
@@ -74,7 +77,7 @@ pub struct PackageRef {
 impl Archive {
     /// Opens (and if stale, refreshes) the private apt state for [`SUITES`], waiting while
     /// another process or thread has it open.
-    pub fn open(cache: &Cache) -> Result<Archive> {
+    pub(crate) fn open(cache: &Cache) -> Result<Archive> {
         let mirror = host_mirror()?;
         let keyring = match std::env::var_os("LAB_DEBIAN_KEYRING") {
             Some(path) => {
@@ -224,7 +227,7 @@ impl Archive {
     }
 
     /// Every version of `package` the archive serves, newest first.
-    pub fn versions(&self, package: &str) -> Result<Vec<String>> {
+    pub(crate) fn versions(&self, package: &str) -> Result<Vec<String>> {
         let out = self.apt("apt-cache", &["madison", package])?;
         let mut versions: Vec<String> = out
             .lines()
@@ -235,14 +238,17 @@ impl Archive {
     }
 
     /// The index entry of `package` at `version`, if the archive still serves it.
-    pub fn lookup(&self, package: &str, version: &str) -> Result<Option<PackageRef>> {
+    pub(crate) fn lookup(&self, package: &str, version: &str) -> Result<Option<PackageRef>> {
         let found = self.lookup_many(&[(package.to_string(), version.to_string())])?;
         Ok(found.into_iter().next().flatten())
     }
 
     /// Looks up many exact versions with one apt-cache call (one call per package costs
     /// seconds for a bundle of ~100 packages). Entries the archive no longer serves are `None`.
-    pub fn lookup_many(&self, wanted: &[(String, String)]) -> Result<Vec<Option<PackageRef>>> {
+    pub(crate) fn lookup_many(
+        &self,
+        wanted: &[(String, String)],
+    ) -> Result<Vec<Option<PackageRef>>> {
         let specs: Vec<String> = wanted.iter().map(|(n, v)| format!("{n}={v}")).collect();
         let mut args = vec!["show", "--no-all-versions", "-q"];
         args.extend(specs.iter().map(String::as_str));
@@ -274,7 +280,7 @@ impl Archive {
 
     /// Resolves `roots` and their whole dependency closure (no recommends), preferring `release`
     /// (e.g. `trixie-backports`) for the roots. Returns exact versions with checksums.
-    pub fn resolve_closure(
+    pub(crate) fn resolve_closure(
         &self,
         roots: &[String],
         release: Option<&str>,
@@ -301,13 +307,13 @@ impl Archive {
     }
 
     /// Downloads one package into the private state and verifies its checksum.
-    pub fn download(&self, package: &PackageRef) -> Result<PathBuf> {
+    pub(crate) fn download(&self, package: &PackageRef) -> Result<PathBuf> {
         Ok(self.download_many(std::slice::from_ref(package))?.remove(0))
     }
 
     /// Downloads packages (one apt-get call for all that are not already here) and verifies
     /// every checksum.
-    pub fn download_many(&self, packages: &[PackageRef]) -> Result<Vec<PathBuf>> {
+    pub(crate) fn download_many(&self, packages: &[PackageRef]) -> Result<Vec<PathBuf>> {
         let dir = self.state.join("debs");
         fs::create_dir_all(&dir)?;
         let missing: Vec<String> = packages
@@ -380,7 +386,7 @@ fn retry(pauses: &[Duration], what: &str, mut step: impl FnMut() -> Result<()>) 
 /// Replaces `path` with `bytes` unless it holds them already; through a unique temporary file
 /// and a rename, so a concurrent reader sees the old or the new file, never a part, and two
 /// writers never share a temporary file.
-pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<()> {
     if fs::read(path).is_ok_and(|old| old == bytes) {
         return Ok(());
     }
@@ -455,7 +461,7 @@ fn simulated_installs(
 }
 
 /// Unpacks a `.deb`'s data into `dest` (no maintainer scripts run).
-pub fn extract_deb(deb: &Path, dest: &Path) -> Result<()> {
+pub(crate) fn extract_deb(deb: &Path, dest: &Path) -> Result<()> {
     fs::create_dir_all(dest)?;
     let out = crate::process::output(Command::new("dpkg-deb").arg("-x").arg(deb).arg(dest))
         .context("running dpkg-deb")?;
@@ -470,7 +476,7 @@ pub fn extract_deb(deb: &Path, dest: &Path) -> Result<()> {
 }
 
 /// The Debian mirror the host's apt uses (`LAB_DEBIAN_MIRROR` overrides it).
-pub fn host_mirror() -> Result<String> {
+pub(crate) fn host_mirror() -> Result<String> {
     if let Ok(m) = std::env::var("LAB_DEBIAN_MIRROR") {
         return Ok(m.trim_end_matches('/').to_string());
     }
@@ -598,7 +604,7 @@ fn stanza_field(stanza: &str, name: &str) -> Option<String> {
 
 /// The upstream series of a Debian version: epoch and Debian revision dropped, first two
 /// numeric components kept (`1:11.1.3+ds-1~bpo13+1` -> `11.1`).
-pub fn upstream_series(version: &str) -> String {
+pub(crate) fn upstream_series(version: &str) -> String {
     let no_epoch = version.split_once(':').map_or(version, |(_, v)| v);
     let upstream = no_epoch.rsplit_once('-').map_or(no_epoch, |(u, _)| u);
     let mut parts = upstream
@@ -614,7 +620,7 @@ pub fn upstream_series(version: &str) -> String {
 /// The repo's lock file: named bundles of exact package versions.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LockFile {
+pub(crate) struct LockFile {
     #[serde(default, rename = "bundle")]
     pub bundles: Vec<LockedBundle>,
 }
@@ -622,7 +628,7 @@ pub struct LockFile {
 /// A set of packages resolved together (e.g. QEMU and every library it loads).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LockedBundle {
+pub(crate) struct LockedBundle {
     pub name: String,
     /// What was asked for; the rest of `package` is their dependency closure.
     pub roots: Vec<String>,
@@ -638,7 +644,7 @@ pub struct LockedBundle {
 
 /// A locked version that had left the archive and what was taken instead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Substitution {
+pub(crate) struct Substitution {
     pub package: String,
     pub locked: String,
     pub used: String,
@@ -646,7 +652,7 @@ pub struct Substitution {
 
 impl Substitution {
     /// Says loudly that a locked version is gone (on every run that uses the substitute).
-    pub fn warn(&self) {
+    pub(crate) fn warn(&self) {
         crate::progress::warn(format!(
             "LOCKED PACKAGE GONE: {} {} is no longer in the archive; using {} of the same \
              series {}. Results record this. Run `lab lock update` to pin it.",
@@ -660,7 +666,7 @@ impl Substitution {
 
 /// The packages a bundle resolved to on this run, with any substitutions made.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ResolvedBundle {
+pub(crate) struct ResolvedBundle {
     pub name: String,
     pub packages: Vec<PackageRef>,
     pub substitutions: Vec<Substitution>,
@@ -668,7 +674,7 @@ pub struct ResolvedBundle {
 
 impl ResolvedBundle {
     /// Repeats the warning of every substitution (for a run that reuses a recorded resolution).
-    pub fn warn_substitutions(&self) {
+    pub(crate) fn warn_substitutions(&self) {
         for s in &self.substitutions {
             s.warn();
         }
@@ -677,13 +683,13 @@ impl ResolvedBundle {
 
 impl LockFile {
     /// The lock file of this checkout (`LAB_LOCK_FILE` overrides).
-    pub fn default_path() -> PathBuf {
+    pub(crate) fn default_path() -> PathBuf {
         std::env::var_os("LAB_LOCK_FILE")
             .map(PathBuf::from)
             .unwrap_or_else(|| crate::repo_path("images/lock.toml"))
     }
 
-    pub fn load(path: &Path) -> Result<LockFile> {
+    pub(crate) fn load(path: &Path) -> Result<LockFile> {
         if !path.exists() {
             return Ok(LockFile::default());
         }
@@ -692,7 +698,7 @@ impl LockFile {
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 
-    pub fn save(&self, path: &Path) -> Result<()> {
+    pub(crate) fn save(&self, path: &Path) -> Result<()> {
         let header = "# Exact Debian package versions the lab uses. Written by `lab lock update`;\n\
                       # when a version leaves the archive the lab substitutes the newest of the same\n\
                       # upstream series, warns, and records it in each result.\n\n";
@@ -701,12 +707,12 @@ impl LockFile {
             .with_context(|| format!("writing {}", path.display()))
     }
 
-    pub fn bundle(&self, name: &str) -> Option<&LockedBundle> {
+    pub(crate) fn bundle(&self, name: &str) -> Option<&LockedBundle> {
         self.bundles.iter().find(|b| b.name == name)
     }
 
     /// Replaces (or adds) a bundle.
-    pub fn put(&mut self, bundle: LockedBundle) {
+    pub(crate) fn put(&mut self, bundle: LockedBundle) {
         self.bundles.retain(|b| b.name != bundle.name);
         self.bundles.push(bundle);
         self.bundles.sort_by(|a, b| a.name.cmp(&b.name));
@@ -745,7 +751,7 @@ fn resolution_key(
 /// names were checked against the lock and the archive when it was made; a caller that must
 /// download them resolves afresh instead, and one that uses it calls
 /// [`ResolvedBundle::warn_substitutions`] as [`resolve_bundle`] would have warned.
-pub fn recorded_resolution(
+pub(crate) fn recorded_resolution(
     cache: &Cache,
     lock_path: &Path,
     name: &str,
@@ -770,7 +776,7 @@ pub fn recorded_resolution(
 /// the locked versions where the archive still has them, else the newest of
 /// the same upstream series (loudly). A bundle missing from the lock is resolved fresh and
 /// written to the lock, so a new checkout pins what it first used.
-pub fn resolve_bundle(
+pub(crate) fn resolve_bundle(
     archive: &Archive,
     lock_path: &Path,
     name: &str,
@@ -867,9 +873,9 @@ pub fn resolve_bundle(
 /// What `lab lock update` changed in the lock file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockUpdate {
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// One line per changed package or bundle; empty: the lock was up to date.
-    pub changes: Vec<String>,
+    pub(crate) changes: Vec<String>,
 }
 
 /// `PATH: up to date`, or a line per change.
@@ -885,7 +891,7 @@ impl std::fmt::Display for LockUpdate {
     }
 }
 
-/// `lab lock update`: the lock file ([`LockFile::default_path`]) re-resolved against today's
+/// `lab lock update`: the lock file (`LockFile::default_path`) re-resolved against today's
 /// archive, through `cache`'s apt state.
 pub fn update_default_lock(cache: &Cache) -> Result<LockUpdate> {
     let archive = Archive::open(cache)?;
@@ -895,7 +901,7 @@ pub fn update_default_lock(cache: &Cache) -> Result<LockUpdate> {
 }
 
 /// Re-resolves every bundle in the lock against today's archive.
-pub fn update_lock(archive: &Archive, lock_path: &Path) -> Result<Vec<String>> {
+pub(crate) fn update_lock(archive: &Archive, lock_path: &Path) -> Result<Vec<String>> {
     let mut lock = LockFile::load(lock_path)?;
     let mut changes = Vec::new();
     for bundle in lock.bundles.clone() {
@@ -930,7 +936,7 @@ pub fn update_lock(archive: &Archive, lock_path: &Path) -> Result<Vec<String>> {
 static LOCK_FILE_MUTEX: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Downloads and unpacks every package of a resolved bundle into `dest`.
-pub fn unpack_bundle(archive: &Archive, bundle: &ResolvedBundle, dest: &Path) -> Result<()> {
+pub(crate) fn unpack_bundle(archive: &Archive, bundle: &ResolvedBundle, dest: &Path) -> Result<()> {
     for deb in archive.download_many(&bundle.packages)? {
         extract_deb(&deb, dest)?;
     }

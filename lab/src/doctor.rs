@@ -14,21 +14,21 @@ use crate::Lab;
 /// What `lab doctor` found.
 #[derive(Debug, Clone)]
 pub struct Doctor {
-    pub cache_dir: PathBuf,
-    pub qemu: Qemu,
+    pub(crate) cache_dir: PathBuf,
+    pub(crate) qemu: Qemu,
     /// The accelerator's name and why it was chosen.
-    pub accel: String,
-    pub accel_reason: String,
-    pub host_cpu: String,
+    pub(crate) accel: String,
+    pub(crate) accel_reason: String,
+    pub(crate) host_cpu: String,
     /// The default kernel's name and `uname -r`.
-    pub default_kernel: (String, String),
-    pub kernel_recipes: Vec<String>,
-    pub cached_kernels: usize,
-    pub topologies: Vec<String>,
+    pub(crate) default_kernel: (String, String),
+    pub(crate) kernel_recipes: Vec<String>,
+    pub(crate) cached_kernels: usize,
+    pub(crate) topologies: Vec<String>,
     /// The host's hugepage pools; `None` when the host's shape could not be read.
-    pub hugepages: Option<Vec<String>>,
+    pub(crate) hugepages: Option<Vec<String>>,
     /// How long the looking took (a fresh host provisions QEMU and the default kernel first).
-    pub took: Duration,
+    pub(crate) took: Duration,
 }
 
 impl Doctor {

@@ -118,7 +118,7 @@ impl Error {
 }
 
 /// An [`Error::BadInput`] as the `anyhow` error the lab's functions return.
-pub fn bad_input(
+pub(crate) fn bad_input(
     file: impl Into<PathBuf>,
     field: impl Into<String>,
     message: impl Into<String>,

@@ -6,13 +6,13 @@
 //!    here, before anything is built or started);
 //! 2. build (or find) every variant's kernel and guest image;
 //! 3. boot in stages, each in a seeded, balanced order (one boot = one sample), as many side by
-//!    side as the host's CPU slots allow ([`crate::slots`]): boot with the variant's scheduler
+//!    side as the host's CPU slots allow (`crate::slots`): boot with the variant's scheduler
 //!    features and sysctls applied ([`Lab::boot`], the one boot path `lab run` takes too), bind
 //!    devices and pin their IRQs, measure, check the guest kernel's log and taint mask, shut
-//!    down; a boot whose sample is invalid ([`crate::sample`]) is kept
+//!    down; a boot whose sample is invalid (`crate::sample`) is kept
 //!    aside with its cause and booted again;
 //! 4. after each stage, decide every primary metric for every variant against the base
-//!    (DIFFERENT, SAME or UNKNOWN, [`crate::stats::decision`]); while one is UNKNOWN and the
+//!    (DIFFERENT, SAME or UNKNOWN, `crate::stats::decision`); while one is UNKNOWN and the
 //!    cap allows, the next stage boots the variants it involves again;
 //! 5. record each boot in the run record, the one owner of samples, with every decision point,
 //!    and write the record, its table and each boot's artefacts into a directory of its own.
@@ -43,9 +43,11 @@ use crate::{BootOptions, Lab};
 /// A metric a scenario reports for every boot (unless it is optional).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricDef {
+    /// Its name in measurements, tables and `--primary` (`share_on_irq_cpu`).
     pub name: String,
     /// Shown after the name in the table ("%", "per 100 completions", "s").
     pub unit: String,
+    /// Which way is better, for the table's wording.
     pub direction: Direction,
     /// The smallest change that matters, in `unit` (or relative to the base's mean).
     pub magnitude: Magnitude,
@@ -59,6 +61,8 @@ pub struct MetricDef {
 }
 
 impl MetricDef {
+    /// A metric of `unit` whose smallest change that matters is `magnitude` (a number in `unit`,
+    /// or [`Magnitude::relative`]); not primary, required in every boot, any value.
     pub fn new(
         name: &str,
         unit: &str,
@@ -120,8 +124,11 @@ pub struct BootPlan {
 
 /// A booted guest as `measure` sees it.
 pub struct Boot<'a> {
+    /// The guest.
     pub vm: &'a Vm,
+    /// Its topology.
     pub topology: &'a Topology,
+    /// The variant it boots.
     pub variant: &'a Variant,
     /// The plan's devices, bound, in plan order.
     pub devices: &'a [BoundDevice],
@@ -146,7 +153,9 @@ impl Boot<'_> {
 /// One boot's result: a value for every declared metric, and details worth keeping.
 #[derive(Debug, Clone, Default)]
 pub struct Measurement {
+    /// A value for each declared metric (an optional one may be missing).
     pub metrics: BTreeMap<String, f64>,
+    /// Anything else worth keeping in the record (per-CPU maps the page draws, paths).
     pub details: Value,
 }
 
@@ -171,6 +180,7 @@ pub trait Scenario {
     }
     /// The comparison it makes unless told otherwise (base first).
     fn default_variants(&self) -> Vec<Variant>;
+    /// Every metric `measure` reports.
     fn metrics(&self) -> Vec<MetricDef>;
     /// The boot a variant with these parameters needs on `topology`; checks the parameters.
     fn plan(&self, params: &Self::Params, topology: &Topology) -> Result<BootPlan>;
@@ -185,35 +195,35 @@ pub trait Scenario {
 
 /// A scenario run as a comparison of variants.
 pub struct Experiment<S: Scenario> {
-    pub scenario: S,
+    pub(crate) scenario: S,
     /// The comparison's name: results go to `results/<name>/`.
-    pub name: String,
+    pub(crate) name: String,
     /// Base first; at least two.
-    pub variants: Vec<Variant>,
+    pub(crate) variants: Vec<Variant>,
     /// Boots per variant: fixed, or adaptive on the primary verdicts (the default).
-    pub repetitions: Repetitions,
+    pub(crate) repetitions: Repetitions,
     /// The metrics the comparison is decided on, with the smallest change that matters (`None`:
     /// the metric's own); empty: the scenario's primaries.
-    pub primaries: Vec<(String, Option<Magnitude>)>,
+    pub(crate) primaries: Vec<(String, Option<Magnitude>)>,
     /// Metrics decided on besides the primaries above (or the scenario's).
-    pub extra_primaries: Vec<(String, Magnitude)>,
+    pub(crate) extra_primaries: Vec<(String, Magnitude)>,
     /// The seed of the boot order; `None`: a fresh one, recorded in the manifest.
-    pub seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
     /// Boots of one variant whose samples may be refused before the run gives up.
-    pub max_rejected: usize,
-    pub topology: String,
+    pub(crate) max_rejected: usize,
+    pub(crate) topology: String,
     /// Parameter overrides for every variant (a variant's own `set=` wins).
-    pub overrides: BTreeMap<String, String>,
-    pub results_root: PathBuf,
+    pub(crate) overrides: BTreeMap<String, String>,
+    pub(crate) results_root: PathBuf,
     /// Boots at once; `None`: as many as the host's CPU slots fit ([`Lab::guests_at_once`]).
-    pub parallel: Option<usize>,
+    pub(crate) parallel: Option<usize>,
     /// Devices that replace the scenario's planned device at their index in every variant's
     /// plan (same role; the plan's IRQ masks kept): a passed-through engine for the emulated
     /// one, everything else unchanged.
-    pub devices: BTreeMap<usize, DeviceSpec>,
+    pub(crate) devices: BTreeMap<usize, DeviceSpec>,
     /// The host file passthrough devices are looked up in (`--host`; None: `LAB_HOST`, else
     /// `hosts/<hostname>.toml`).
-    pub host: Option<String>,
+    pub(crate) host: Option<String>,
 }
 
 /// A finished run.
@@ -233,6 +243,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The run's comparison: verdicts, assertions and the table.
     pub fn comparison(&self) -> &Comparison {
         self.record.comparison()
     }
@@ -252,7 +263,7 @@ pub type PlannedVariant<S> = (Variant, <S as Scenario>::Params, BootPlan);
 
 impl<S: Scenario> Experiment<S> {
     /// The scenario's default comparison: its variants, its topology, its primary metrics,
-    /// boots added while a primary verdict is UNKNOWN ([`Repetitions::default`]).
+    /// boots added while a primary verdict is UNKNOWN (`Repetitions::default`).
     pub fn new(scenario: S) -> Experiment<S> {
         Experiment {
             name: scenario.name().to_string(),
@@ -272,11 +283,13 @@ impl<S: Scenario> Experiment<S> {
         }
     }
 
+    /// The comparison's name (default: the scenario's): results go to `results/<name>/`.
     pub fn named(mut self, name: &str) -> Self {
         self.name = name.to_string();
         self
     }
 
+    /// The variants, base first (default: the scenario's).
     pub fn variants(mut self, variants: impl IntoIterator<Item = Variant>) -> Self {
         self.variants = variants.into_iter().collect();
         self
@@ -318,6 +331,7 @@ impl<S: Scenario> Experiment<S> {
         self
     }
 
+    /// The topology file (default: the scenario's).
     pub fn topology(mut self, name: &str) -> Self {
         self.topology = name.to_string();
         self
@@ -336,7 +350,7 @@ impl<S: Scenario> Experiment<S> {
     }
 
     /// Replaces the scenario's device `index` with `device` in every variant (see
-    /// [`DeviceSpec::replaced_by`]): `.device(0, DeviceSpec::passthrough("ioat0"))` runs S1 on
+    /// `DeviceSpec::replaced_by`): `.device(0, DeviceSpec::passthrough("ioat0"))` runs S1 on
     /// the host file's I/OAT function instead of the emulated one.
     pub fn device(mut self, index: usize, device: DeviceSpec) -> Self {
         self.devices.insert(index, device);
@@ -349,14 +363,22 @@ impl<S: Scenario> Experiment<S> {
         self
     }
 
+    /// Where results go (default [`crate::results_root`]).
     pub fn results_root(mut self, dir: impl Into<PathBuf>) -> Self {
         self.results_root = dir.into();
         self
     }
 
+    /// How many boots of one variant may have their samples refused (a guest kernel WARNING,
+    /// say) before the run gives up (default 2).
+    pub fn max_rejected(mut self, boots: usize) -> Self {
+        self.max_rejected = boots;
+        self
+    }
+
     /// The parameters `variant` runs with: the scenario's, then the experiment's overrides,
     /// then the variant's own.
-    pub fn params_for(&self, variant: &Variant) -> Result<S::Params> {
+    pub(crate) fn params_for(&self, variant: &Variant) -> Result<S::Params> {
         let mut overrides = self.overrides.clone();
         overrides.extend(variant.params.clone());
         apply_overrides(self.scenario.params(), &overrides).with_context(|| {
@@ -404,7 +426,7 @@ impl<S: Scenario> Experiment<S> {
     /// not load is [`crate::Error::BadInput`]).
     fn plan_with_topology(&self) -> Result<(Topology, Vec<PlannedVariant<S>>)> {
         self.check()?;
-        let topology = Topology::by_name(&self.topology).map_err(crate::Error::from)?;
+        let topology = Topology::by_name(&self.topology)?;
         let mut replacements: Vec<(usize, DeviceSpec)> = self.devices.clone().into_iter().collect();
         for (index, device) in &mut replacements {
             crate::devices::resolve(std::slice::from_mut(device), self.host.as_deref())
@@ -902,7 +924,7 @@ impl<S: Scenario> Boots<'_, S> {
 /// too often): which variant, so a caller (a bisect) can tell a probe's failure from an
 /// endpoint's by downcasting instead of matching the message.
 #[derive(Debug, Clone)]
-pub struct BootFailure {
+pub(crate) struct BootFailure {
     pub comparison: String,
     /// From 1, in the run's boot order.
     pub boot: usize,
@@ -936,7 +958,7 @@ fn names<P>(arms: &[Arm<P>], indices: &[usize]) -> String {
 /// name and value is checked against the parameter type. Dotted names reach into nested
 /// tables. A value is taken as JSON (`true`, `4`, `[1,2]`) when that fits the field, else as a
 /// string (`cross-llc`).
-pub fn apply_overrides<P: Serialize + DeserializeOwned>(
+pub(crate) fn apply_overrides<P: Serialize + DeserializeOwned>(
     params: &P,
     overrides: &BTreeMap<String, String>,
 ) -> Result<P> {

@@ -11,7 +11,6 @@ use lab_agent::protocol::{self, ExecRequest, ProtocolError, Request, Response, P
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Write as _;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,16 +19,17 @@ use tokio::net::UnixStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 
-pub use lab_agent::protocol::{Hello, ResourceUse, PORT_NAME, PROTOCOL_VERSION};
+pub(crate) use lab_agent::protocol::PROTOCOL_VERSION;
+pub use lab_agent::protocol::{Hello, ResourceUse};
 
-pub use crate::agent::{AGENT_BINARY, AGENT_BINARY_PATH, AGENT_SHA256, NUMA01_GUEST_PATH};
+pub(crate) use crate::agent::NUMA01_GUEST_PATH;
 
 /// Default command timeout of [`GuestCommand::new`].
-pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long file operations, pings and power-off may take before the agent is declared
 /// unresponsive.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Extra time the host gives the agent, beyond a command's own timeout, to report its end.
 const EXEC_REPLY_GRACE: Duration = Duration::from_secs(30);
@@ -42,41 +42,83 @@ const TAIL_LINES: usize = 30;
 /// [`Guest::exec_ok`] for that).
 #[derive(Debug, thiserror::Error)]
 pub enum GuestError {
+    /// The command ran past its timeout and was killed.
     #[error(
         "guest command {argv:?} timed out after {timeout:?}; its process group was killed\n\
          --- stdout (tail) ---\n{stdout_tail}\n--- stderr (tail) ---\n{stderr_tail}"
     )]
     Timeout {
+        /// The command.
         argv: Vec<String>,
+        /// Its timeout.
         timeout: Duration,
+        /// The end of what it wrote to stdout.
         stdout_tail: String,
+        /// The end of what it wrote to stderr.
         stderr_tail: String,
     },
+    /// The command exited non-zero or was killed by a signal ([`Guest::exec_ok`] only).
     #[error(
         "guest command {argv:?} failed with {status}\n\
          --- stdout (tail) ---\n{stdout_tail}\n--- stderr (tail) ---\n{stderr_tail}"
     )]
     Failed {
+        /// The command.
         argv: Vec<String>,
+        /// How it ended.
         status: ExitStatus,
+        /// The end of what it wrote to stdout.
         stdout_tail: String,
+        /// The end of what it wrote to stderr.
         stderr_tail: String,
     },
     /// The agent refused or could not carry out a request (no such file, program not found...).
     #[error("guest agent could not {what}: {message}")]
-    Agent { what: String, message: String },
+    Agent {
+        /// The request.
+        what: String,
+        /// The agent's answer.
+        message: String,
+    },
+    /// The connection to the agent closed while a request was in flight (the guest died).
     #[error("guest agent connection lost during {what}: {reason}")]
-    Disconnected { what: String, reason: String },
+    Disconnected {
+        /// The request.
+        what: String,
+        /// Why the connection closed.
+        reason: String,
+    },
+    /// The agent did not answer in time.
     #[error("guest agent did not answer {what} within {after:?} (guest hung?)")]
-    NoReply { what: String, after: Duration },
+    NoReply {
+        /// The request.
+        what: String,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// The agent did not say hello within the boot time limit.
     #[error("guest agent did not say hello within {0:?}")]
     NotReady(Duration),
+    /// The agent speaks another protocol version than the host (an image of another build).
     #[error("guest agent speaks protocol {got}, the host speaks {expected}")]
-    ProtocolVersion { got: u32, expected: u32 },
+    ProtocolVersion {
+        /// The agent's version.
+        got: u32,
+        /// The host's.
+        expected: u32,
+    },
+    /// The request itself is malformed (an empty command line, a bad path).
     #[error("invalid guest request: {0}")]
     Invalid(String),
+    /// The agent answered with something that is not an answer to the request.
     #[error("guest agent sent {got} in answer to {what}")]
-    Unexpected { what: String, got: String },
+    Unexpected {
+        /// The request.
+        what: String,
+        /// What came back.
+        got: String,
+    },
+    /// A frame that does not decode.
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
 }
@@ -84,18 +126,19 @@ pub enum GuestError {
 /// A command to run in the guest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestCommand {
-    pub argv: Vec<String>,
+    pub(crate) argv: Vec<String>,
     /// Added to the agent's environment (which has PATH, HOME).
-    pub env: Vec<(String, String)>,
-    pub cwd: Option<String>,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) cwd: Option<String>,
     /// Written to the command's stdin; `None` gives it /dev/null.
-    pub stdin: Option<Vec<u8>>,
+    pub(crate) stdin: Option<Vec<u8>>,
     /// After this the command's whole process group is killed and exec fails with
     /// [`GuestError::Timeout`].
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 impl GuestCommand {
+    /// The program and its arguments, run without a shell, with the default timeout (120 s).
     pub fn new<I, S>(argv: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -115,21 +158,25 @@ impl GuestCommand {
         Self::new(["sh".to_string(), "-c".to_string(), script.into()])
     }
 
+    /// One more environment variable.
     pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((key.into(), value.into()));
         self
     }
 
+    /// The working directory (default: `/`).
     pub fn cwd(mut self, dir: impl Into<String>) -> Self {
         self.cwd = Some(dir.into());
         self
     }
 
+    /// What the command reads on stdin (default: nothing, `/dev/null`).
     pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
         self.stdin = Some(data.into());
         self
     }
 
+    /// How long it may run before its whole process group is killed.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -139,11 +186,14 @@ impl GuestCommand {
 /// How a command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExitStatus {
+    /// The exit code, if it exited.
     pub code: Option<i32>,
+    /// The signal that killed it, if one did.
     pub signal: Option<i32>,
 }
 
 impl ExitStatus {
+    /// Exit code 0.
     pub fn success(&self) -> bool {
         self.code == Some(0)
     }
@@ -162,8 +212,11 @@ impl fmt::Display for ExitStatus {
 /// What a command produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestOutput {
+    /// How it ended.
     pub status: ExitStatus,
+    /// Everything it wrote to stdout.
     pub stdout: Vec<u8>,
+    /// Everything it wrote to stderr.
     pub stderr: Vec<u8>,
     /// From spawn to exit, measured in the guest.
     pub duration: Duration,
@@ -172,6 +225,7 @@ pub struct GuestOutput {
 }
 
 impl GuestOutput {
+    /// Exit code 0.
     pub fn success(&self) -> bool {
         self.status.success()
     }
@@ -190,17 +244,19 @@ impl GuestOutput {
         }
     }
 
+    /// Stdout as text (invalid UTF-8 replaced).
     pub fn stdout_str(&self) -> String {
         String::from_utf8_lossy(&self.stdout).into_owned()
     }
 
+    /// Stderr as text (invalid UTF-8 replaced).
     pub fn stderr_str(&self) -> String {
         String::from_utf8_lossy(&self.stderr).into_owned()
     }
 
     /// An error quoting the status and both outputs unless the command succeeded: `what`
     /// names the program, `vm` the guest ("fio failed in vm-3 (exit code 1): ...").
-    pub fn require_success(&self, what: &str, vm: &str) -> anyhow::Result<()> {
+    pub(crate) fn require_success(&self, what: &str, vm: &str) -> anyhow::Result<()> {
         if self.success() {
             return Ok(());
         }
@@ -311,6 +367,7 @@ impl Drop for Inner {
 // single-threaded or hold the future locally.
 #[allow(async_fn_in_trait)]
 pub trait Shell {
+    /// Runs `script` with `sh -c`; its stdout, or an error with its output if it fails.
     async fn sh(&self, script: &str) -> anyhow::Result<String>;
 }
 
@@ -372,13 +429,14 @@ impl Call {
 impl Guest {
     /// Takes over a connected stream to the agent (the accepted chardev connection, or a
     /// `lab-agent --serve-unix` socket). Must be called inside a tokio runtime.
-    pub fn new(stream: UnixStream) -> Guest {
+    pub(crate) fn new(stream: UnixStream) -> Guest {
         Self::build(stream, None)
     }
 
     /// Like [`Guest::new`], also appending every command, output line and exit to `log`
     /// (kept with a test's results).
-    pub fn with_log(stream: UnixStream, log: &Path) -> std::io::Result<Guest> {
+    #[cfg(test)]
+    pub(crate) fn with_log(stream: UnixStream, log: &std::path::Path) -> std::io::Result<Guest> {
         let f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -442,17 +500,19 @@ impl Guest {
     }
 
     /// The agent's latest hello, if one arrived.
-    pub fn hello(&self) -> Option<Hello> {
+    pub(crate) fn hello(&self) -> Option<Hello> {
         self.inner.shared.status.borrow().hello.clone()
     }
 
     /// Why the connection is gone, or `None` while it is up.
-    pub fn closed(&self) -> Option<String> {
+    #[cfg(test)]
+    pub(crate) fn closed(&self) -> Option<String> {
         self.inner.shared.status.borrow().closed.clone()
     }
 
     /// Resolves when the connection is lost, with the reason.
-    pub async fn disconnected(&self) -> String {
+    #[cfg(test)]
+    pub(crate) async fn disconnected(&self) -> String {
         let mut rx = self.inner.shared.status.subscribe();
         let reason = match rx.wait_for(|s| s.closed.is_some()).await {
             Ok(s) => s.closed.clone().unwrap_or_default(),
@@ -464,7 +524,7 @@ impl Guest {
     /// Waits until the agent has said hello (it does so unsolicited when its port opens; a
     /// ping every second covers a greeting sent before this host connected). Checks the
     /// protocol version.
-    pub async fn wait_ready(&self, timeout: Duration) -> Result<Hello, GuestError> {
+    pub(crate) async fn wait_ready(&self, timeout: Duration) -> Result<Hello, GuestError> {
         let deadline = Instant::now() + timeout;
         let mut rx = self.inner.shared.status.subscribe();
         loop {
@@ -671,7 +731,8 @@ impl Guest {
 
     /// Asks the agent to power the guest off (sync, then poweroff). Returns once the agent has
     /// acknowledged or the connection has closed; the VM layer waits for QEMU to exit.
-    pub async fn shutdown(&self) -> Result<(), GuestError> {
+    #[cfg(test)]
+    pub(crate) async fn shutdown(&self) -> Result<(), GuestError> {
         let mut call = match self.call(|id| Request::PowerOff { id }, &[], "power off".into()) {
             Ok(c) => c,
             // Already gone: nothing left to shut down through the agent.
@@ -876,60 +937,4 @@ fn shell_words(argv: &[String]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The embedded agent must run in an initramfs without a dynamic loader or libc.
-    #[test]
-    fn embedded_agent_is_a_static_x86_64_elf() {
-        let b = AGENT_BINARY;
-        assert!(b.len() > 64, "agent binary is only {} bytes", b.len());
-        assert_eq!(&b[..4], b"\x7fELF", "agent binary is not ELF");
-        assert_eq!(b[4], 2, "agent binary is not 64-bit ELF");
-        assert_eq!(b[5], 1, "agent binary is not little-endian");
-        let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
-        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-        assert_eq!(u16_at(18), 62, "agent binary is not x86_64 (e_machine)");
-        let e_type = u16_at(16);
-        assert!(
-            e_type == 2 || e_type == 3,
-            "agent binary e_type {e_type} is not EXEC or DYN"
-        );
-        let phoff = u64_at(32) as usize;
-        let phentsize = u16_at(54) as usize;
-        let phnum = u16_at(56) as usize;
-        assert!(phnum > 0 && phoff + phnum * phentsize <= b.len());
-        for i in 0..phnum {
-            let p_type = u32_at(phoff + i * phentsize);
-            // PT_INTERP: would need ld-linux from the (absent) guest libc.
-            assert_ne!(
-                p_type, 3,
-                "agent binary has PT_INTERP: it is dynamically linked"
-            );
-        }
-    }
-
-    #[test]
-    fn tail_keeps_the_end() {
-        let text: String = (0..100).map(|i| format!("line {i}\n")).collect();
-        let t = tail(text.as_bytes());
-        assert!(t.starts_with("[...]\n"), "{t}");
-        assert!(t.ends_with("line 99"), "{t}");
-        assert_eq!(t.lines().count(), TAIL_LINES + 1);
-        assert_eq!(tail(b"short\n"), "short");
-    }
-
-    #[test]
-    fn shell_words_quote_what_needs_it() {
-        let argv = ["sh", "-c", "echo 'hi' there", ""].map(String::from);
-        assert_eq!(shell_words(&argv), r#"sh -c 'echo '\''hi'\'' there' ''"#);
-    }
-
-    #[test]
-    fn exit_status_display() {
-        let s = |code, signal| ExitStatus { code, signal }.to_string();
-        assert_eq!(s(Some(3), None), "exit code 3");
-        assert_eq!(s(None, Some(9)), "signal 9");
-    }
-}
+mod tests;

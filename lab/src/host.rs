@@ -16,53 +16,70 @@ use crate::toolchain::{choose_accel, Accel, AccelProbe, Qemu};
 use crate::topology::Topology;
 use crate::vm::{Vm, VmSpec};
 
-/// The topology tests and `lab run` use unless told otherwise.
+/// The topology (a file in `topologies/`) tests and `lab run` use unless told otherwise.
 pub const DEFAULT_TOPOLOGY: &str = "ci-2node-4llc";
 /// The guest image recipe used unless told otherwise.
-pub const DEFAULT_IMAGE: &str = "default";
+pub(crate) const DEFAULT_IMAGE: &str = "default";
 
-/// This host's lab.
+/// The lab on this host: its cache, QEMU, accelerator and default kernel. Made once per process
+/// ([`Lab::ready`] in the CLI, [`Lab::from_env`] or [`Lab::from_env_async`] in a test), then
+/// shared: [`Lab::boot`] boots a guest, [`crate::experiment::Experiment::run`] runs a comparison.
 #[derive(Debug, Clone)]
 pub struct Lab {
-    pub cache: Cache,
-    pub qemu: Qemu,
-    pub accel: Accel,
-    pub accel_probe: AccelProbe,
+    pub(crate) cache: Cache,
+    pub(crate) qemu: Qemu,
+    pub(crate) accel: Accel,
+    pub(crate) accel_probe: AccelProbe,
     /// The host CPUs guests may keep busy, shared with every other lab process here.
-    pub slots: CpuSlots,
+    pub(crate) slots: CpuSlots,
     /// What devices' host sides get from this host (cache, sysfs, the `lab-dma` binary).
-    pub devices: DeviceHost,
+    pub(crate) devices: DeviceHost,
     /// Where [`Lab::prepare`] finds kernel recipes (`images/kernels`, or `LAB_KERNEL_RECIPES`);
     /// a bisect points its own copy here, with its probes' recipes beside the originals.
-    pub kernel_recipes: crate::kernel::RecipeDirs,
+    pub(crate) kernel_recipes: crate::kernel::RecipeDirs,
     default_kernel: BootKernel,
 }
 
-/// What one boot is made of; unset fields take the lab's defaults.
+/// What one boot is made of, for [`Lab::boot`]: a name, then what differs from the lab's
+/// defaults (topology [`DEFAULT_TOPOLOGY`], the default kernel and guest image, no devices).
+///
+/// ```no_run
+/// # async fn demo(lab: &lab::Lab) -> anyhow::Result<()> {
+/// use lab::devices::DeviceSpec;
+/// let vm = lab
+///     .boot(lab::BootOptions::named("demo").topology("ci-smt").device(DeviceSpec::nic()))
+///     .await?;
+/// println!("{}", vm.sh("uname -r").await?);
+/// vm.shutdown().await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct BootOptions {
-    pub name: String,
-    pub topology: Option<String>,
+    pub(crate) name: String,
+    pub(crate) topology: Option<String>,
     /// A topology given as a value (`Topology::quick`), instead of a file's name.
-    pub shape: Option<Topology>,
-    pub kernel: Option<BootKernel>,
+    pub(crate) shape: Option<Topology>,
+    pub(crate) kernel: Option<BootKernel>,
     /// The kernel's boot settings (its recipe's `[boot]` merged with a variant's): command-line
     /// arguments go onto the kernel's command line, scheduler features and sysctls are written
     /// and read back once the guest is up, before [`Lab::boot`] returns.
-    pub settings: BootSettings,
-    pub image: Option<String>,
-    pub cmdline: Vec<String>,
-    pub devices: Vec<DeviceSpec>,
-    pub accel: Option<Accel>,
-    pub boot_timeout: Option<Duration>,
+    pub(crate) settings: BootSettings,
+    pub(crate) image: Option<String>,
+    pub(crate) cmdline: Vec<String>,
+    pub(crate) devices: Vec<DeviceSpec>,
+    pub(crate) accel: Option<Accel>,
+    pub(crate) boot_timeout: Option<Duration>,
     /// Where logs go; default `results/<name>/` in the checkout (`LAB_RESULTS_DIR` overrides).
-    pub log_dir: Option<PathBuf>,
+    pub(crate) log_dir: Option<PathBuf>,
     /// The host file `passthrough:NAME` devices are looked up in (None: `LAB_HOST`, else
     /// `hosts/<hostname>.toml`).
-    pub host: Option<String>,
+    pub(crate) host: Option<String>,
 }
 
 impl BootOptions {
+    /// Options for a guest called `name` (its log directory and QEMU's process name), all
+    /// else the lab's defaults.
     pub fn named(name: &str) -> BootOptions {
         BootOptions {
             name: name.to_string(),
@@ -70,11 +87,13 @@ impl BootOptions {
         }
     }
 
+    /// The topology file `topologies/<name>.toml` (or `LAB_TOPOLOGIES_DIR`).
     pub fn topology(mut self, name: &str) -> Self {
         self.topology = Some(name.to_string());
         self
     }
 
+    /// A kernel other than the default, without boot settings ([`Lab::prepare`] gives one).
     pub fn kernel(mut self, kernel: BootKernel) -> Self {
         self.kernel = Some(kernel);
         self
@@ -88,23 +107,46 @@ impl BootOptions {
         self
     }
 
+    /// One more argument on the kernel command line.
     pub fn cmdline(mut self, arg: &str) -> Self {
         self.cmdline.push(arg.to_string());
         self
     }
 
+    /// One more device; devices sit at PCI slots in the order given.
     pub fn device(mut self, device: DeviceSpec) -> Self {
         self.devices.push(device);
         self
     }
 
+    /// How long the guest may take to become ready (default: scaled to the guest and the
+    /// accelerator).
     pub fn boot_timeout(mut self, timeout: Duration) -> Self {
         self.boot_timeout = Some(timeout);
         self
     }
+
+    /// A topology given as a value ([`Topology::quick`]) instead of a file's name.
+    pub fn shape(mut self, topology: Topology) -> Self {
+        self.shape = Some(topology);
+        self
+    }
+
+    /// The guest image recipe `images/guest/<recipe>.toml` (default `default`).
+    pub fn image(mut self, recipe: &str) -> Self {
+        self.image = Some(recipe.to_string());
+        self
+    }
+
+    /// The host file `passthrough:NAME` devices are looked up in (default: `LAB_HOST`, else
+    /// `hosts/<hostname>.toml`).
+    pub fn host(mut self, name: &str) -> Self {
+        self.host = Some(name.to_string());
+        self
+    }
 }
 
-/// Where results and logs of runs are kept.
+/// Where results and logs of runs are kept: `LAB_RESULTS_DIR`, else `results/` in the checkout.
 pub fn results_root() -> PathBuf {
     std::env::var_os("LAB_RESULTS_DIR")
         .map(PathBuf::from)
@@ -176,6 +218,7 @@ impl Lab {
         Ok(lab)
     }
 
+    /// The kernel a boot gets unless its options name another (`v6.12`, lab-minimal).
     pub fn default_kernel(&self) -> &BootKernel {
         &self.default_kernel
     }
@@ -183,6 +226,11 @@ impl Lab {
     /// Whether throughput figures mean anything here (KVM, not TCG).
     pub fn on_kvm(&self) -> bool {
         self.accel.is_kvm()
+    }
+
+    /// The accelerator guests run under (`kvm`, or a TCG mode), as records name it.
+    pub fn accelerator(&self) -> &'static str {
+        self.accel.name()
     }
 
     /// Ok under KVM; otherwise [`crate::Error::NoKvm`] for `what`, with the accelerator and the
@@ -202,7 +250,7 @@ impl Lab {
     }
 
     /// The guest image for `kernel` (built on first use).
-    pub fn image(&self, recipe: &str, kernel: &BootKernel) -> Result<GuestImage> {
+    pub(crate) fn image(&self, recipe: &str, kernel: &BootKernel) -> Result<GuestImage> {
         let _span = tracing::debug_span!("guest_image", recipe).entered();
         let recipe = ImageRecipe::by_name(recipe)?;
         build_image(&self.cache, &recipe, kernel)
@@ -211,7 +259,7 @@ impl Lab {
     /// A boot time limit scaled to the guest: TCG boots grow with the vCPU count and with the
     /// initramfs the kernel unpacks before `/init` (the 62 MiB `storage` image booted in 5-19 s
     /// where the 6 MiB default one took 3-7 s, and timed out at 46 s on a host at load 15).
-    pub fn boot_timeout(&self, topology: &Topology, initramfs_bytes: u64) -> Duration {
+    pub(crate) fn boot_timeout(&self, topology: &Topology, initramfs_bytes: u64) -> Duration {
         let cpus = topology.nr_cpus() as u64;
         if self.accel.is_kvm() {
             Duration::from_secs(30)
@@ -221,12 +269,11 @@ impl Lab {
     }
 
     /// The spec a [`BootOptions`] resolves to.
-    pub async fn spec(&self, mut opts: BootOptions) -> Result<VmSpec> {
+    pub(crate) async fn spec(&self, mut opts: BootOptions) -> Result<VmSpec> {
         crate::devices::resolve(&mut opts.devices, opts.host.as_deref())?;
         let topology = match opts.shape {
             Some(t) => t,
-            None => Topology::by_name(opts.topology.as_deref().unwrap_or(DEFAULT_TOPOLOGY))
-                .map_err(crate::Error::from)?,
+            None => Topology::by_name(opts.topology.as_deref().unwrap_or(DEFAULT_TOPOLOGY))?,
         };
         let kernel = opts.kernel.unwrap_or_else(|| self.default_kernel.clone());
         let image_name = opts.image.unwrap_or_else(|| DEFAULT_IMAGE.to_string());
@@ -255,7 +302,7 @@ impl Lab {
     }
 
     /// How many guests on `topology` this host runs side by side (see [`CpuSlots`]).
-    pub fn guests_at_once(&self, topology: &Topology) -> usize {
+    pub(crate) fn guests_at_once(&self, topology: &Topology) -> usize {
         self.slots.guests_at_once(slot_cost(self.accel, topology))
     }
 
@@ -326,11 +373,11 @@ fn slot_cost(accel: Accel, topology: &Topology) -> usize {
     }
 }
 
-pub use crate::names::{check_name, sanitize};
+pub(crate) use crate::names::{check_name, sanitize};
 
 /// The facts a result manifest records about the host side of a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HostManifest {
+pub(crate) struct HostManifest {
     pub qemu_version: String,
     pub qemu_sha256: String,
     pub qemu_origin: crate::toolchain::QemuOrigin,
@@ -342,7 +389,7 @@ pub struct HostManifest {
 
 impl Lab {
     /// The host, QEMU and accelerator parts of a result manifest.
-    pub fn manifest(&self) -> crate::report::Manifest {
+    pub(crate) fn manifest(&self) -> crate::report::Manifest {
         crate::report::Manifest {
             host: serde_json::json!({
                 "cpu": crate::toolchain::host_cpu_model(),
@@ -354,7 +401,7 @@ impl Lab {
         }
     }
 
-    pub fn host_manifest(&self) -> HostManifest {
+    pub(crate) fn host_manifest(&self) -> HostManifest {
         HostManifest {
             qemu_version: self.qemu.version.clone(),
             qemu_sha256: self.qemu.sha256.clone(),
@@ -371,7 +418,7 @@ impl Lab {
 
 impl Lab {
     /// Finds or builds a variant's kernel and merges its boot settings, off the executor (a
-    /// cold build takes minutes). See [`crate::kernel::prepare`].
+    /// cold build takes minutes). See `crate::kernel::prepare`.
     pub async fn prepare(&self, variant: &crate::variant::Variant) -> Result<ReadyKernel> {
         let cache = self.cache.clone();
         let variant = variant.clone();
@@ -380,7 +427,7 @@ impl Lab {
     }
 
     /// This lab, finding kernel recipes in `dirs` instead.
-    pub fn with_recipes(&self, dirs: crate::kernel::RecipeDirs) -> Lab {
+    pub(crate) fn with_recipes(&self, dirs: crate::kernel::RecipeDirs) -> Lab {
         Lab {
             kernel_recipes: dirs,
             ..self.clone()
@@ -388,7 +435,7 @@ impl Lab {
     }
 
     /// The default build options, with this lab's recipe directories.
-    pub fn build_options(&self) -> crate::kernel::BuildOptions {
+    pub(crate) fn build_options(&self) -> crate::kernel::BuildOptions {
         crate::kernel::BuildOptions {
             dirs: self.kernel_recipes.clone(),
             ..crate::kernel::BuildOptions::default()

@@ -2,10 +2,10 @@
 //! siblings, last-level caches, NUMA nodes with their distances and free memory.
 //!
 //! It serves two things: checking a topology's `[[pin]]` map and `host_node` bindings against
-//! the host before a boot ([`crate::topology::Topology::check_against`]), and writing a topology
-//! that mirrors the host ([`HostTopology::mirror`], `lab topology from-host`).
+//! the host before a boot (`crate::topology::Topology::check_against`), and writing a topology
+//! that mirrors the host (`HostTopology::mirror`, `lab topology from-host`).
 //!
-//! [`HostTopology::read`] takes the directory that stands for `/sys`, so tests read the trees
+//! `HostTopology::read` takes the directory that stands for `/sys`, so tests read the trees
 //! in `lab/tests/fixtures/hosts/` (models of the seed's machines written by `generate.py`, and
 //! real hosts' files copied by `capture.sh`) exactly as the lab reads the real one. It reads only:
 //!
@@ -15,6 +15,8 @@
 //!   highest-level data or unified cache; without cache entries, the package),
 //! - `devices/system/node/nodeN/{cpulist,distance,meminfo}` (without a node directory, a
 //!   kernel without NUMA: one node holding every CPU, memory unknown).
+//!
+//! Public: `lab topology from-host`, [`write_mirror`] with its [`FromHost`] request.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -26,7 +28,7 @@ use crate::topology::{format_cpulist, format_size, parse_cpulist, Topology};
 
 /// One online host CPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostCpu {
+pub(crate) struct HostCpu {
     pub id: u32,
     /// `topology/physical_package_id`.
     pub package: u32,
@@ -42,7 +44,7 @@ pub struct HostCpu {
 
 /// One NUMA node of the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostNode {
+pub(crate) struct HostNode {
     pub id: u32,
     /// Online CPUs of the node (`cpulist`); empty for a memory-only node.
     pub cpus: Vec<u32>,
@@ -55,7 +57,7 @@ pub struct HostNode {
 
 /// The CPU vendor, from `devices/system/cpu/modalias` (x86's `venXXXX`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Vendor {
+pub(crate) enum Vendor {
     Intel,
     Amd,
     Other,
@@ -64,7 +66,7 @@ pub enum Vendor {
 /// A host as sysfs describes it. Construct it with [`HostTopology::read`] or
 /// [`HostTopology::this_host`].
 #[derive(Debug, Clone)]
-pub struct HostTopology {
+pub(crate) struct HostTopology {
     root: PathBuf,
     online: Vec<u32>,
     cpus: BTreeMap<u32, HostCpu>,
@@ -134,12 +136,12 @@ fn parse_meminfo(text: &str) -> (Option<u64>, Option<u64>) {
 
 impl HostTopology {
     /// This host: [`HostTopology::read`] of `/sys`.
-    pub fn this_host() -> Result<Self> {
+    pub(crate) fn this_host() -> Result<Self> {
         Self::read("/sys")
     }
 
     /// Reads the host's shape from `root`, a directory laid out as `/sys`.
-    pub fn read(root: impl AsRef<Path>) -> Result<Self> {
+    pub(crate) fn read(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
         let cpu_dir = root.join("devices/system/cpu");
         let online = read_cpulist(&cpu_dir.join("online"))?;
@@ -277,36 +279,39 @@ impl HostTopology {
     }
 
     /// The directory read as `/sys`.
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
-    pub fn online(&self) -> &[u32] {
+    pub(crate) fn online(&self) -> &[u32] {
         &self.online
     }
-    pub fn cpus(&self) -> impl Iterator<Item = &HostCpu> {
+    #[cfg(test)]
+    pub(crate) fn cpus(&self) -> impl Iterator<Item = &HostCpu> {
         self.cpus.values()
     }
-    pub fn cpu(&self, id: u32) -> Option<&HostCpu> {
+    #[cfg(test)]
+    pub(crate) fn cpu(&self, id: u32) -> Option<&HostCpu> {
         self.cpus.get(&id)
     }
-    pub fn nodes(&self) -> &[HostNode] {
+    pub(crate) fn nodes(&self) -> &[HostNode] {
         &self.nodes
     }
-    pub fn node(&self, id: u32) -> Option<&HostNode> {
+    pub(crate) fn node(&self, id: u32) -> Option<&HostNode> {
         self.nodes.iter().find(|n| n.id == id)
     }
-    pub fn vendor(&self) -> Vendor {
+    #[cfg(test)]
+    pub(crate) fn vendor(&self) -> Vendor {
         self.vendor
     }
     /// The file a node's memory figures come from, for messages.
-    pub fn meminfo_path(&self, node: u32) -> PathBuf {
+    pub(crate) fn meminfo_path(&self, node: u32) -> PathBuf {
         self.root
             .join(format!("devices/system/node/node{node}/meminfo"))
     }
 
     /// The sysfs directory of the host's hugepages of `page_bytes`: on `node`, or on the whole
     /// host (`None`).
-    pub fn hugepages_dir(&self, node: Option<u32>, page_bytes: u64) -> PathBuf {
+    pub(crate) fn hugepages_dir(&self, node: Option<u32>, page_bytes: u64) -> PathBuf {
         let size = format!("hugepages-{}kB", page_bytes >> 10);
         match node {
             Some(n) => self
@@ -319,7 +324,12 @@ impl HostTopology {
 
     /// A count from [`Self::hugepages_dir`] (`free_hugepages`, `nr_hugepages`), read now:
     /// `None` when the host does not have that size there.
-    pub fn hugepages_count(&self, node: Option<u32>, page_bytes: u64, file: &str) -> Option<u64> {
+    pub(crate) fn hugepages_count(
+        &self,
+        node: Option<u32>,
+        page_bytes: u64,
+        file: &str,
+    ) -> Option<u64> {
         std::fs::read_to_string(self.hugepages_dir(node, page_bytes).join(file))
             .ok()?
             .trim()
@@ -329,7 +339,7 @@ impl HostTopology {
 
     /// The host-wide hugepage pools, one `2 MiB: FREE of TOTAL free` each (`lab doctor`: what
     /// a topology with `hugepages` can take here); empty when the host has none.
-    pub fn hugepage_pools(&self) -> Vec<String> {
+    pub(crate) fn hugepage_pools(&self) -> Vec<String> {
         crate::topology::HUGEPAGE_SIZES
             .iter()
             .filter_map(|&page| {
@@ -341,7 +351,7 @@ impl HostTopology {
     }
 
     /// The host's LLCs as CPU lists, each listed once, ordered by package, node and lowest CPU.
-    pub fn llcs(&self) -> Vec<Vec<u32>> {
+    pub(crate) fn llcs(&self) -> Vec<Vec<u32>> {
         let mut seen = BTreeSet::new();
         let mut llcs: Vec<Vec<u32>> = Vec::new();
         for cpu in self.cpus.values() {
@@ -367,7 +377,7 @@ impl HostTopology {
     /// interrupts) become the housekeeping set for QEMU's other threads and the device models.
     /// A full mirror leaves no housekeeping CPU: the shape wins, and those threads then run
     /// unpinned.
-    pub fn mirror(&self, options: &MirrorOptions) -> Result<Mirror> {
+    pub(crate) fn mirror(&self, options: &MirrorOptions) -> Result<Mirror> {
         let threads = self
             .cpus
             .values()
@@ -658,7 +668,7 @@ fn toml_string(s: &str) -> String {
 
 /// What [`HostTopology::mirror`] writes.
 #[derive(Debug, Clone)]
-pub struct MirrorOptions {
+pub(crate) struct MirrorOptions {
     /// The topology's `name` (also the file's stem, for `lab` to find it).
     pub name: String,
     /// The file it will be written to, for messages; default `NAME.toml`.
@@ -675,7 +685,7 @@ pub struct MirrorOptions {
 }
 
 impl MirrorOptions {
-    pub fn named(name: impl Into<String>) -> Self {
+    pub(crate) fn named(name: impl Into<String>) -> Self {
         MirrorOptions {
             name: name.into(),
             file: None,
@@ -690,7 +700,9 @@ impl MirrorOptions {
 /// A topology mirroring a host: the file's text and the parsed topology it round-trips to.
 #[derive(Debug, Clone)]
 pub struct Mirror {
+    /// The topology file's text.
     pub text: String,
+    /// The topology it reads back as.
     pub topology: Topology,
     /// Host CPUs left for QEMU's other threads and the device models (empty: none left).
     pub housekeeping: Vec<u32>,

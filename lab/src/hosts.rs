@@ -137,7 +137,7 @@ impl fmt::Display for PciId {
 /// lab's emulated devices it can replace in a scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum StandIn {
+pub(crate) enum StandIn {
     /// An Intel I/OAT (CBDMA) function: `ioatdma` in the guest.
     Ioatdma,
     /// An AMD PTDMA queue: `ptdma` in the guest.
@@ -148,7 +148,7 @@ pub enum StandIn {
 
 impl StandIn {
     /// The guest driver that binds it.
-    pub fn driver(self) -> &'static str {
+    pub(crate) fn driver(self) -> &'static str {
         match self {
             StandIn::Ioatdma => "ioatdma",
             StandIn::Ptdma => "ptdma",
@@ -160,7 +160,7 @@ impl StandIn {
 /// One device of a host file, resolved: what a [`crate::devices::Passthrough`]
 /// spec carries into the VM (and the run's manifest).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostDevice {
+pub(crate) struct HostDevice {
     /// The device's name in the host file (`passthrough:NAME`).
     pub name: String,
     pub bdf: Bdf,
@@ -173,7 +173,7 @@ pub struct HostDevice {
 
 /// A host file, read and checked.
 #[derive(Debug, Clone)]
-pub struct HostFile {
+pub(crate) struct HostFile {
     pub path: PathBuf,
     pub description: String,
     pub devices: BTreeMap<String, HostDevice>,
@@ -197,12 +197,12 @@ struct RawDevice {
 }
 
 /// Where host files live in the checkout.
-pub fn hosts_dir() -> PathBuf {
+pub(crate) fn hosts_dir() -> PathBuf {
     crate::repo_path("hosts")
 }
 
 /// This machine's name (`/proc/sys/kernel/hostname`, else `uname`'s node name).
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     if let Ok(name) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
         let name = name.trim();
         if !name.is_empty() {
@@ -223,13 +223,13 @@ pub fn hostname() -> String {
 
 impl HostFile {
     /// Reads a host file; every error names the file, and a field's error its line.
-    pub fn load(path: &Path) -> Result<HostFile> {
+    pub(crate) fn load(path: &Path) -> Result<HostFile> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading host file {}", path.display()))?;
         HostFile::parse(&text, path)
     }
 
-    pub fn parse(text: &str, path: &Path) -> Result<HostFile> {
+    pub(crate) fn parse(text: &str, path: &Path) -> Result<HostFile> {
         let raw: RawFile = toml::from_str(text)
             .map_err(|e| anyhow::anyhow!("host file {}: {e}", path.display()))?;
         let mut devices = BTreeMap::new();
@@ -277,7 +277,7 @@ impl HostFile {
 
     /// The host file `name` picks (see the module docs): `name`, else `LAB_HOST`, else
     /// `hosts/<hostname>.toml` when it exists.
-    pub fn select(name: Option<&str>) -> Result<HostFile> {
+    pub(crate) fn select(name: Option<&str>) -> Result<HostFile> {
         let env = std::env::var("LAB_HOST").ok().filter(|s| !s.is_empty());
         let path = match name.or(env.as_deref()) {
             Some(name) => host_file_path(name),
@@ -299,7 +299,7 @@ impl HostFile {
     }
 
     /// The device `name`, or an error naming the file and the devices it has.
-    pub fn device(&self, name: &str) -> Result<&HostDevice> {
+    pub(crate) fn device(&self, name: &str) -> Result<&HostDevice> {
         self.devices.get(name).with_context(|| {
             format!(
                 "host file {} has no device {name:?} (it lists: {})",
@@ -315,7 +315,7 @@ impl HostFile {
 }
 
 /// `NAME` -> `hosts/NAME.toml`; a value with a `/` or ending in `.toml` is a path.
-pub fn host_file_path(name: &str) -> PathBuf {
+pub(crate) fn host_file_path(name: &str) -> PathBuf {
     if name.contains('/') || name.ends_with(".toml") {
         PathBuf::from(name)
     } else {

@@ -1,8 +1,10 @@
 //! Guest images: an initramfs assembled from pinned Debian packages (busybox-static unpacked
 //! whole; single programs such as hackbench or fio with only their shared-library closure, see
-//! [`programs`]), the lab's guest agent as `/init`, the lab's own workloads the recipe lists
-//! (`lab_programs`, from [`crate::agent::LAB_PROGRAMS`]), and the kernel's modules;
+//! `programs`), the lab's guest agent as `/init`, the lab's own workloads the recipe lists
+//! (`lab_programs`, from `crate::agent::LAB_PROGRAMS`), and the kernel's modules;
 //! content-addressed in the cache.
+//!
+//! Public: [`GuestImage`], what [`crate::Lab::image_for`] builds.
 
 mod programs;
 
@@ -23,7 +25,7 @@ use crate::kernel::BootKernel;
 /// A guest image recipe (`images/guest/*.toml`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ImageRecipe {
+pub(crate) struct ImageRecipe {
     pub name: String,
     #[serde(default)]
     pub description: String,
@@ -46,7 +48,7 @@ pub struct ImageRecipe {
 }
 
 impl ImageRecipe {
-    pub fn load(path: &Path) -> Result<ImageRecipe> {
+    pub(crate) fn load(path: &Path) -> Result<ImageRecipe> {
         let text =
             fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let recipe: ImageRecipe =
@@ -109,7 +111,7 @@ impl ImageRecipe {
         })
     }
 
-    pub fn by_name(name: &str) -> Result<ImageRecipe> {
+    pub(crate) fn by_name(name: &str) -> Result<ImageRecipe> {
         let path = crate::repo_path(&format!("images/guest/{name}.toml"));
         if !path.exists() {
             bail!(
@@ -124,15 +126,20 @@ impl ImageRecipe {
 /// A built initramfs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GuestImage {
+    /// The image recipe's name (`default`).
     pub recipe: String,
+    /// The initramfs.
     pub path: PathBuf,
     /// The cache key (hash of packages, agent, kernel modules).
     pub hash: String,
+    /// The Debian packages unpacked into it, `name=version`.
     pub packages: Vec<String>,
     /// What the recipe's programs brought: programs, libraries, loaders (paths in the image).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub program_files: Vec<String>,
+    /// Kernel modules copied in (with their dependencies).
     pub modules: Vec<String>,
+    /// Modules the recipe lists that the kernel lacks.
     pub missing_modules: Vec<String>,
 }
 
@@ -158,7 +165,11 @@ impl Bundle<'_> {
 /// Builds (or reuses) the initramfs of `recipe` for `kernel`. Warm (the recipe's bundles
 /// resolved before under the same lock entries and the image built), this reads the lock file,
 /// one small memo per bundle and the image's manifest, and asks neither apt nor the network.
-pub fn build_image(cache: &Cache, recipe: &ImageRecipe, kernel: &BootKernel) -> Result<GuestImage> {
+pub(crate) fn build_image(
+    cache: &Cache,
+    recipe: &ImageRecipe,
+    kernel: &BootKernel,
+) -> Result<GuestImage> {
     let lock = debian::LockFile::default_path();
     let lab_programs = recipe
         .listed_lab_programs()
@@ -509,7 +520,7 @@ fn copy_modules(
 /// Written by hand (about 50 lines) rather than with a crate or the host's `cpio`: the archive
 /// must be byte-for-byte reproducible (sorted entries, zero mtimes and owners) for the cache
 /// key to mean anything, and hosts may lack a `cpio` binary.
-pub fn write_newc(root: &Path, out: &mut impl Write) -> Result<()> {
+pub(crate) fn write_newc(root: &Path, out: &mut impl Write) -> Result<()> {
     let mut entries = Vec::new();
     collect(root, root, &mut entries)?;
     entries.sort();

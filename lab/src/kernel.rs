@@ -2,32 +2,46 @@
 //! (`images/kernels/*.toml`), built into the content-addressed cache, plus variants that change
 //! only boot-time settings.
 //!
-//! - [`recipe`]: the recipe format and its validation (errors name the file and field).
-//! - [`build`](mod@build): cold and incremental builds, the cache entry layout, `list`, `gc`.
-//! - [`boot`]: the kernel a VM boots ([`BootKernel`]), resolved from a recipe or `debian`, and
+//! - `recipe`: the recipe format and its validation (errors name the file and field).
+//! - `build`: cold and incremental builds, the cache entry layout, `list`, `gc`.
+//! - `boot`: the kernel a VM boots ([`BootKernel`]), resolved from a recipe or `debian`, and
 //!   its boot-time settings applied in the guest.
 //!
 //! A recipe with `base = "v6.12"` and one more patch is built from the base's cached object tree:
 //! only what the patch and the release suffix touch is recompiled.
+//!
+//! Public: the kernel a boot takes ([`BootKernel`], [`ReadyKernel`] from [`crate::Lab::prepare`],
+//! [`BootSettings`]), the `lab kernel` verbs ([`build_all`], [`list_table`], [`gc_unused`] with
+//! [`BuildOptions`]) and [`unmet_needs`], which checks a kernel config of one's own against what
+//! the lab reads in a guest.
 
-pub mod boot;
-pub mod build;
-pub mod config;
-pub mod patch;
-pub mod recipe;
-pub mod source;
-pub mod tools;
+pub(crate) mod boot;
+pub(crate) mod build;
+pub(crate) mod config;
+pub(crate) mod patch;
+pub(crate) mod recipe;
+pub(crate) mod source;
+#[cfg(test)]
+mod tests;
+pub(crate) mod tools;
 
-pub use boot::{apply_script, default_kernel, prepare, resolve, BootKernel, ReadyKernel, DEBIAN};
-pub use build::{
-    build, build_all, build_recipe, cache_key, cached, current_keys, gc, gc_unused, list,
-    list_table, local_version, toolchain_id, BuildOptions, BuiltKernel, CachedKernel, GcOptions,
-    GcReport, Manifest, KIND,
-};
-pub use config::ConfigMismatch;
-pub use patch::PatchError;
-pub use recipe::{load as load_recipe, recipe_names, BootSettings, Recipe, RecipeDirs, Source};
-pub use source::ResolvedSource;
+pub(crate) use boot::{apply_script, default_kernel, prepare, DEBIAN};
+pub use boot::{BootKernel, ReadyKernel};
+pub(crate) use build::{build, cached, current_keys, list, CachedKernel, KIND};
+pub use build::{build_all, gc_unused, list_table, BuildOptions, BuiltKernel, GcReport};
+pub use recipe::BootSettings;
+pub(crate) use recipe::{load as load_recipe, recipe_names, Recipe, RecipeDirs, Source};
 
 /// The lab's default kernel recipe.
 pub const DEFAULT_RECIPE: &str = "v6.12";
+
+/// What the lab reads in a guest (the agent's mounts, cgroups, tracefs, IRQ affinity files,
+/// ...) that the kernel config `dot_config` lacks: the text of a `.config` or of a guest's
+/// `/proc/config.gz`, a line per symbol not at the value the lab needs, naming who needs it.
+/// Empty for a kernel that serves the whole lab; a recipe of one's own is checked with it.
+pub fn unmet_needs(dot_config: &str) -> Vec<String> {
+    config::unmet_needs(&config::parse_dot_config(dot_config))
+        .into_iter()
+        .map(|(who, symbol, wanted, got)| format!("{symbol} is {got}, but {who} needs ={wanted}"))
+        .collect()
+}

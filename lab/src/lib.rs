@@ -1,27 +1,83 @@
 //! `lab`: a reproducible QEMU/KVM test lab for Linux scheduler, IRQ and NUMA behaviour.
 //!
-//! The pipeline, one module per noun (see `docs/ARCHITECTURE.md`):
-//! topology + kernel + image + devices -> vm (QEMU + QMP) -> guest (agent) -> workload
-//! -> observe -> stats -> report. Each step hands a plain value to the next. `experiment` runs
-//! that pipeline for any [`experiment::Scenario`] over a list of [`variant::Variant`]s; the
-//! shipped scenarios are in `scenarios`.
+//! A [`Lab`] boots guests from recipes: a topology (`topologies/*.toml`), a kernel built from a
+//! recipe (`images/kernels/*.toml`), a guest image (`images/guest/*.toml`) and devices. A
+//! [`Scenario`](experiment::Scenario) says what one boot measures; an
+//! [`Experiment`](experiment::Experiment) boots it for each [`Variant`](variant::Variant) of a
+//! comparison, as often as its verdicts need, and gives a [`RunRecord`](report::RunRecord)
+//! with its [`Comparison`](report::Comparison): a table, a page, and DIFFERENT, SAME or UNKNOWN
+//! per metric. `docs/ARCHITECTURE.md` says how it works inside.
+//!
+//! # Boot a guest
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! let lab = lab::Lab::from_env_async().await?;
+//! let vm = lab.boot(lab::BootOptions::named("hello").topology("ci-smt")).await?;
+//! println!("{}", vm.sh("uname -r; nproc").await?);
+//! vm.shutdown().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Compare two kernels
+//!
+//! ```no_run
+//! # async fn demo(lab: &lab::Lab) -> anyhow::Result<()> {
+//! use lab::experiment::Experiment;
+//! use lab::scenarios::dma_wakeup::{DmaWakeup, BASE, REVERT};
+//! use lab::variant::Variant;
+//!
+//! let outcome = Experiment::new(DmaWakeup::seed())
+//!     .variants([Variant::kernel(BASE), Variant::kernel(REVERT)])
+//!     .run(lab)
+//!     .await?;
+//! print!("{}", outcome.comparison().table());
+//! outcome.comparison().assert_different("share_on_irq_cpu", REVERT)?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What is here
+//!
+//! - Booting: [`Lab`], [`BootOptions`], [`vm::Vm`] and its [`guest`] agent, [`topology`] (machine
+//!   shapes), [`kernel`] (kernels a boot takes, and the `lab kernel` verbs), [`image`].
+//! - Devices: [`devices::Device`], the trait a device (the lab's or a test's own) implements,
+//!   and [`devices::DeviceSpec`], a device with the CPUs its interrupts are pinned to.
+//! - Experiments: [`experiment`] (the runner and the [`Scenario`](experiment::Scenario) trait),
+//!   [`variant`], [`scenarios`] (the shipped ones and their parameters), [`workload`] and
+//!   [`observe`] (what a scenario runs and measures in a guest).
+//! - Results: [`report`] (records, comparisons, tables, pages), [`stats`] (verdicts),
+//!   [`bisect`].
+//! - The CLI's verbs, one function each: [`run::run`], [`prepare::prepare`],
+//!   [`doctor::Doctor::examine`], [`bench`](mod@bench), [`bisect::run`], [`report::stored::show`],
+//!   [`report::merge::merge_and_write`], [`kernel::build_all`], [`kernel::list_table`],
+//!   [`kernel::gc_unused`], [`debian::update_default_lock`],
+//!   [`devices::passthrough::restore_host`], [`host_topology::write_mirror`],
+//!   [`scenarios::list_text`], [`scenarios::compare`], [`nextest::test_suite`].
+//! - Test helpers: [`skip`] (KVM-only parts), [`progress`] (the reporter),
+//!   [`process::watch_parent`].
+//! - Errors: functions return `anyhow` chains; the conditions a caller acts on are [`Error`],
+//!   found in a chain with [`Error::find`].
+#![warn(unreachable_pub)]
+#![deny(missing_docs)]
 
-pub mod agent;
+mod agent;
 pub mod bench;
 pub mod bisect;
 pub mod cache;
 pub mod debian;
 pub mod devices;
 pub mod doctor;
-pub mod error;
+mod error;
 pub mod experiment;
 pub mod guest;
-pub mod host;
+mod host;
 pub mod host_topology;
-pub mod hosts;
+mod hosts;
 pub mod image;
 pub mod kernel;
-pub mod names;
+mod names;
 pub mod nextest;
 pub mod observe;
 pub mod prepare;
@@ -29,24 +85,20 @@ pub mod process;
 pub mod progress;
 pub mod report;
 pub mod run;
-pub mod sample;
+mod sample;
 pub mod scenarios;
 pub mod skip;
-pub mod slots;
+mod slots;
 pub mod stats;
-pub mod storage;
-pub mod toolchain;
+mod storage;
+mod toolchain;
 pub mod topology;
 pub mod variant;
 pub mod vm;
 pub mod workload;
 
 pub use error::Error;
-pub use host::{BootOptions, Lab};
-
-/// The lab's result type: errors carry context chains (`anyhow`); modules whose errors a caller
-/// may match on (topology validation, patch application, ...) define typed errors that convert.
-pub type Result<T, E = anyhow::Error> = std::result::Result<T, E>;
+pub use host::{results_root, BootOptions, Lab, DEFAULT_TOPOLOGY};
 
 /// A path inside this checkout (recipes, topologies, lock file). `LAB_REPO_DIR` overrides the
 /// checkout the binary was built from, for a `lab` binary copied elsewhere. Under nextest the
@@ -81,4 +133,4 @@ pub fn from_archive() -> bool {
 }
 
 /// The file `.ci/archive` leaves at the root of the sources it puts in the archive.
-pub const ARCHIVE_MARKER: &str = ".lab-archive";
+const ARCHIVE_MARKER: &str = ".lab-archive";

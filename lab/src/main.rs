@@ -38,7 +38,7 @@ fn main() {
 }
 
 /// Runs one verb; its exit code. Runs on the main thread (`block_on`), which `lab test` needs
-/// (see [`lab::nextest::run`]).
+/// (see [`lab::nextest::test_suite`]).
 async fn run(cli: Cli, started: Instant) -> Result<i32> {
     match cli.command {
         Cmd::Doctor => print!("{}", lab::doctor::Doctor::examine().await?),
@@ -140,10 +140,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
         Cmd::Host { command } => match command {
             HostCmd::Restore => print!(
                 "{}",
-                lab::devices::passthrough::restore_host(
-                    &lab::cache::Cache::from_env()?,
-                    &lab::devices::sysfs::Sysfs::host()
-                )?
+                lab::devices::passthrough::restore_host(&lab::cache::Cache::from_env()?)?
             ),
             HostCmd::Show { host } => print!(
                 "{}",
@@ -276,7 +273,7 @@ async fn compare(request: &mut lab::scenarios::Request, exit_code: bool) -> Resu
     if !lab.on_kvm() {
         eprintln!(
             "lab: throughput metrics are not meaningful under {}; placement and counters are",
-            lab.accel.name()
+            lab.accelerator()
         );
     }
     Ok(if exit_code {
@@ -318,7 +315,7 @@ async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: boo
 /// `lab report [--html] [RESULTS...]`: every stored record's table, or its page.
 fn report(results: Vec<PathBuf>, html: bool) -> Result<()> {
     let roots = if results.is_empty() {
-        vec![lab::host::results_root()]
+        vec![lab::results_root()]
     } else {
         results
     };
@@ -363,7 +360,7 @@ fn report_command(command: ReportCmd) -> Result<()> {
                 &dirs,
                 &group_by,
                 out.as_deref(),
-                &lab::host::results_root(),
+                &lab::results_root(),
                 &lab::scenarios::picture_of,
             )?;
             print!("{}", merged.record.comparison().table());

@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 /// Checks a name that becomes a directory under `results/` (a comparison's name).
-pub fn check_name(what: &str, name: &str) -> Result<()> {
+pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 100
         && !name.starts_with('.')
@@ -20,7 +20,7 @@ pub fn check_name(what: &str, name: &str) -> Result<()> {
 }
 
 /// File-name-safe form of a run or VM name.
-pub fn sanitize(name: &str) -> String {
+pub(crate) fn sanitize(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || "-_.+".contains(c) {

@@ -19,11 +19,11 @@ use semver::Version;
 use crate::report::junit::MarkedFile;
 
 /// The nextest configuration, relative to the workspace root.
-pub const CONFIG: &str = ".config/nextest.toml";
+pub(crate) const CONFIG: &str = ".config/nextest.toml";
 
 /// The cargo to run: the one that started this process (`cargo run` sets `CARGO`), else the
 /// first on `PATH`.
-pub fn cargo() -> OsString {
+pub(crate) fn cargo() -> OsString {
     std::env::var_os("CARGO")
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| "cargo".into())
@@ -31,7 +31,7 @@ pub fn cargo() -> OsString {
 
 /// The minimum nextest version `config` (the text of `.config/nextest.toml`) requires: its
 /// `nextest-version`, written `"X.Y.Z"` or `{ required = "X.Y.Z", recommended = ... }`.
-pub fn required_version(config: &str, file: &Path) -> Result<Version> {
+pub(crate) fn required_version(config: &str, file: &Path) -> Result<Version> {
     let table: toml::Table =
         toml::from_str(config).with_context(|| format!("parsing {}", file.display()))?;
     let value = table.get("nextest-version").with_context(|| {
@@ -60,7 +60,7 @@ pub fn required_version(config: &str, file: &Path) -> Result<Version> {
 }
 
 /// The minimum nextest version this checkout's `.config/nextest.toml` requires.
-pub fn repository_version() -> Result<Version> {
+pub(crate) fn repository_version() -> Result<Version> {
     let config = crate::repo_path(CONFIG);
     let text = std::fs::read_to_string(&config)
         .with_context(|| format!("reading {}", config.display()))?;
@@ -69,7 +69,7 @@ pub fn repository_version() -> Result<Version> {
 
 /// The version in `cargo nextest --version`'s first line (`cargo-nextest 0.9.143 (60fa45f63
 /// 2026-08-04)`).
-pub fn parse_version_output(output: &str) -> Option<Version> {
+pub(crate) fn parse_version_output(output: &str) -> Option<Version> {
     let line = output.lines().next()?;
     let mut words = line.split_whitespace();
     if words.next()? != "cargo-nextest" {
@@ -79,7 +79,7 @@ pub fn parse_version_output(output: &str) -> Option<Version> {
 }
 
 /// The installed nextest's version; `None` when `cargo nextest` is not a command here.
-pub fn installed_version(cargo: &OsString) -> Option<Version> {
+pub(crate) fn installed_version(cargo: &OsString) -> Option<Version> {
     let out = Command::new(cargo)
         .args(["nextest", "--version"])
         .output()
@@ -92,7 +92,7 @@ pub fn installed_version(cargo: &OsString) -> Option<Version> {
 
 /// Installs nextest `version` unless one at least that new is installed. `LAB_NO_INSTALL=1`
 /// makes a missing or old one an error that gives the command instead.
-pub fn ensure_installed(cargo: &OsString, version: &Version) -> Result<()> {
+pub(crate) fn ensure_installed(cargo: &OsString, version: &Version) -> Result<()> {
     let installed = installed_version(cargo);
     if installed.as_ref().is_some_and(|v| v >= version) {
         return Ok(());
@@ -128,7 +128,7 @@ pub fn ensure_installed(cargo: &OsString, version: &Version) -> Result<()> {
 
 /// The nextest profile `args` select (`--profile P`, `--profile=P`, `-P P`), else `from_env`
 /// (nextest's `NEXTEST_PROFILE`), else `default`.
-pub fn profile_of(args: &[String], from_env: Option<&str>) -> String {
+pub(crate) fn profile_of(args: &[String], from_env: Option<&str>) -> String {
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         if arg == "--" {
@@ -150,7 +150,7 @@ pub fn profile_of(args: &[String], from_env: Option<&str>) -> String {
 
 /// What one `lab test` did.
 #[derive(Debug)]
-pub struct SuiteRun {
+pub(crate) struct SuiteRun {
     pub status: ExitStatus,
     /// The run's JUnit report, when nextest wrote one during this run.
     pub junit: Option<PathBuf>,
@@ -163,7 +163,7 @@ pub struct SuiteRun {
 /// dies first, nextest gets SIGTERM (parent-death signal) and cancels the same way, and its
 /// test processes die with it ([`crate::process::watch_parent`]). Call it from the thread that
 /// lives as long as the lab (the parent-death signal follows the spawning thread).
-pub fn run(cargo: &OsString, root: &Path, args: &[String]) -> Result<SuiteRun> {
+pub(crate) fn run(cargo: &OsString, root: &Path, args: &[String]) -> Result<SuiteRun> {
     let started = SystemTime::now();
     let mut cmd = Command::new(cargo);
     cmd.current_dir(root)
@@ -222,7 +222,7 @@ impl TestRun {
 }
 
 /// `lab test ARGS`: cargo-nextest installed where needed, the suite run in this checkout with
-/// ARGS, its report's skipped parts marked. Call it on the main thread (see [`run`]).
+/// ARGS, its report's skipped parts marked. Call it on the main thread (see `run`).
 pub fn test_suite(args: &[String]) -> Result<TestRun> {
     let cargo = cargo();
     ensure_installed(&cargo, &repository_version()?)?;

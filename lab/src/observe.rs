@@ -12,10 +12,7 @@ use crate::topology::Topology;
 use crate::vm::Vm;
 
 mod wakeups;
-pub use wakeups::{
-    allowed_cpus, parse_id_cpulists, read_id_cpulists, task_class, WakeupTrace, Wakeups, HARD_IRQ,
-    SOFT_IRQ,
-};
+pub(crate) use wakeups::{allowed_cpus, read_id_cpulists, WakeupTrace, Wakeups, HARD_IRQ};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 
@@ -23,14 +20,15 @@ const TRACEFS: &str = "/sys/kernel/tracing";
 /// interrupt (by handler-name prefix or IRQ number).
 #[derive(Debug, Clone)]
 pub struct TaskTrace {
-    pub task_prefix: String,
-    pub irq_name: Option<String>,
-    pub irq_number: Option<u32>,
+    pub(crate) task_prefix: String,
+    pub(crate) irq_name: Option<String>,
+    pub(crate) irq_number: Option<u32>,
     /// Per-CPU ring size; the seed run produces a few thousand events.
-    pub buffer_kb: u32,
+    pub(crate) buffer_kb: u32,
 }
 
 impl TaskTrace {
+    /// Follows tasks whose command name starts with `task_prefix`.
     pub fn of(task_prefix: &str) -> TaskTrace {
         TaskTrace {
             task_prefix: task_prefix.to_string(),
@@ -40,6 +38,7 @@ impl TaskTrace {
         }
     }
 
+    /// Follows the interrupt whose handler name starts with `handler_prefix` too.
     pub fn with_irq(mut self, handler_prefix: &str) -> TaskTrace {
         self.irq_name = Some(handler_prefix.to_string());
         self
@@ -136,7 +135,7 @@ async fn stop_tracing(
 /// Events a trace ring lost, summed over its CPUs (tracefs' `per_cpu/cpu*/stats`) and from the
 /// trace text itself.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RingLoss {
+pub(crate) struct RingLoss {
     /// Overwritten before they were read (`overrun:`).
     pub overrun: u64,
     /// Dropped by the writer when the ring was full mid-commit (`commit overrun:`).
@@ -149,7 +148,7 @@ pub struct RingLoss {
 
 impl RingLoss {
     /// Reads the counters of tracefs' per-CPU `stats` files (concatenated).
-    pub fn from_stats(stats: &str) -> RingLoss {
+    pub(crate) fn from_stats(stats: &str) -> RingLoss {
         let sum = |key: &str| -> u64 {
             stats
                 .lines()
@@ -165,12 +164,12 @@ impl RingLoss {
         }
     }
 
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.overrun + self.commit_overrun + self.dropped + self.lost_lines
     }
 
     /// A [`crate::sample::reject`] naming every counter when `what` lost anything.
-    pub fn refuse(&self, what: &str, buffer_kb: u32) -> Result<()> {
+    pub(crate) fn refuse(&self, what: &str, buffer_kb: u32) -> Result<()> {
         if self.total() == 0 {
             return Ok(());
         }
@@ -197,7 +196,7 @@ fn lost_lines(trace: &str) -> u64 {
 /// them per event and CPU. Counting needs every event: a ring that overflowed is an error, not a
 /// smaller count.
 #[derive(Debug, Clone)]
-pub struct EventCount {
+pub(crate) struct EventCount {
     /// `subsystem/event` and its tracefs filter ("" for none).
     pub events: Vec<(String, String)>,
     /// Per-CPU ring size.
@@ -206,13 +205,13 @@ pub struct EventCount {
 
 /// What an [`EventCount`] session saw.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct EventCounts {
+pub(crate) struct EventCounts {
     /// Per event name (`sched_switch`), per CPU.
     pub per_cpu: BTreeMap<String, BTreeMap<u32, u64>>,
 }
 
 impl EventCount {
-    pub fn new(buffer_kb: u32) -> EventCount {
+    pub(crate) fn new(buffer_kb: u32) -> EventCount {
         EventCount {
             events: Vec::new(),
             buffer_kb,
@@ -220,12 +219,12 @@ impl EventCount {
     }
 
     /// Also records `event` (`sched/sched_migrate_task`) where `filter` holds ("" for all).
-    pub fn event(mut self, event: &str, filter: &str) -> EventCount {
+    pub(crate) fn event(mut self, event: &str, filter: &str) -> EventCount {
         self.events.push((event.to_string(), filter.to_string()));
         self
     }
 
-    pub async fn start(&self, vm: &Vm) -> Result<()> {
+    pub(crate) async fn start(&self, vm: &Vm) -> Result<()> {
         start_tracing(vm, self.buffer_kb, &self.events)
             .await
             .context("starting the event count")
@@ -233,7 +232,7 @@ impl EventCount {
 
     /// Stops recording; returns the raw trace and its parsed events. Refuses the boot's
     /// sample when the ring lost events.
-    pub async fn stop(&self, vm: &Vm) -> Result<(String, Vec<TraceEvent>)> {
+    pub(crate) async fn stop(&self, vm: &Vm) -> Result<(String, Vec<TraceEvent>)> {
         let (text, lost) = stop_tracing(vm, &self.events).await?;
         lost.refuse("the event count's trace", self.buffer_kb)?;
         parse_trace_off_thread(text).await
@@ -241,7 +240,7 @@ impl EventCount {
 }
 
 impl EventCounts {
-    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a TraceEvent>) -> EventCounts {
+    pub(crate) fn from_events<'a>(events: impl IntoIterator<Item = &'a TraceEvent>) -> EventCounts {
         let mut counts = EventCounts::default();
         for e in events {
             *counts
@@ -255,7 +254,8 @@ impl EventCounts {
     }
 
     /// All CPUs' count of `event`.
-    pub fn total(&self, event: &str) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn total(&self, event: &str) -> u64 {
         self.per_cpu.get(event).map_or(0, |m| m.values().sum())
     }
 }
@@ -265,17 +265,21 @@ impl EventCounts {
 pub struct TraceEvent {
     /// The task that was running when the event fired, `comm-pid` as tracefs prints it.
     pub task: String,
+    /// The CPU it fired on.
     pub cpu: u32,
+    /// Its timestamp, in microseconds.
     pub timestamp_us: f64,
     /// The context flags column (`d.h2.`): `h` hard IRQ, `s` softirq.
     pub flags: String,
+    /// The event (`sched_switch`).
     pub name: String,
+    /// Its `key=value` fields.
     pub fields: BTreeMap<String, String>,
 }
 
 /// [`parse_trace`] on a blocking thread (a trace runs to 100 MB; parsing it on the runtime
 /// thread would stall every other boot of the run), returning the text with its events.
-pub async fn parse_trace_off_thread(text: String) -> Result<(String, Vec<TraceEvent>)> {
+pub(crate) async fn parse_trace_off_thread(text: String) -> Result<(String, Vec<TraceEvent>)> {
     tokio::task::spawn_blocking(move || {
         let events = parse_trace(&text);
         (text, events)
@@ -351,7 +355,7 @@ fn parse_fields(text: &str) -> BTreeMap<String, String> {
 /// Where one task ran and how it was woken, from a trace. Per-wakeup records, for figures of
 /// a scenario's own, are [`task_wakeups`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TaskPlacement {
+pub(crate) struct TaskPlacement {
     pub task_prefix: String,
     /// Switch-ins of the task per CPU.
     pub switch_ins: BTreeMap<u32, u64>,
@@ -381,7 +385,7 @@ pub struct TaskPlacement {
 
 impl TaskPlacement {
     /// Folds trace events into placement facts, judging LLC and node by `topology`.
-    pub fn from_events(
+    pub(crate) fn from_events(
         task_prefix: &str,
         events: &[TraceEvent],
         topology: &Topology,
@@ -448,12 +452,12 @@ impl TaskPlacement {
         p
     }
 
-    pub fn total_switch_ins(&self) -> u64 {
+    pub(crate) fn total_switch_ins(&self) -> u64 {
         self.switch_ins.values().sum()
     }
 
     /// Percentage of the task's switch-ins on any of `cpus`; `None` when it never ran.
-    pub fn share_on(&self, cpus: &[u32]) -> Option<f64> {
+    pub(crate) fn share_on(&self, cpus: &[u32]) -> Option<f64> {
         let total = self.total_switch_ins();
         if total == 0 {
             return None;
@@ -463,30 +467,12 @@ impl TaskPlacement {
     }
 
     /// The largest single-CPU share of switch-ins, in percent, and that CPU.
-    pub fn max_cpu_share(&self) -> (Option<u32>, f64) {
+    pub(crate) fn max_cpu_share(&self) -> (Option<u32>, f64) {
         let total = self.total_switch_ins();
         match self.switch_ins.iter().max_by_key(|(_, n)| **n) {
             Some((cpu, n)) if total > 0 => (Some(*cpu), 100.0 * *n as f64 / total as f64),
             _ => (None, 0.0),
         }
-    }
-
-    /// Per-LLC shares of switch-ins, in percent, by LLC id (empty when it never ran).
-    pub fn llc_shares(&self, topology: &Topology) -> BTreeMap<u32, f64> {
-        topology
-            .llcs()
-            .iter()
-            .filter_map(|l| Some((l.id, self.share_on(&l.cpus)?)))
-            .collect()
-    }
-
-    /// Per-node shares of switch-ins, in percent, by node id (empty when it never ran).
-    pub fn node_shares(&self, topology: &Topology) -> BTreeMap<u32, f64> {
-        topology
-            .nodes()
-            .iter()
-            .filter_map(|n| Some((n.id, self.share_on(&n.cpus)?)))
-            .collect()
     }
 }
 
@@ -494,7 +480,7 @@ impl TaskPlacement {
 /// the wakeup put it. Generic facts; a scenario folds them with its topology into its own
 /// figures (S1: which cross-LLC wakeups pulled its thread to the waker's LLC).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskWakeup {
+pub(crate) struct TaskWakeup {
     /// The CPU that issued the wakeup: `sched_waking`'s when the trace has it (a queued
     /// wakeup's `sched_wakeup` fires on the target CPU, in the IPI), else `sched_wakeup`'s.
     pub waker_cpu: u32,
@@ -509,7 +495,7 @@ pub struct TaskWakeup {
 }
 
 /// Every wakeup of the tasks whose command name starts with `task_prefix`, in trace order.
-pub fn task_wakeups(task_prefix: &str, events: &[TraceEvent]) -> Vec<TaskWakeup> {
+pub(crate) fn task_wakeups(task_prefix: &str, events: &[TraceEvent]) -> Vec<TaskWakeup> {
     let mut pairing = WakeupPairing::default();
     let mut out = Vec::new();
     for e in events
@@ -575,17 +561,18 @@ impl WakeupPairing {
 /// A `/proc/interrupts` snapshot: per IRQ line, its name column and per-CPU counts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Interrupts {
-    pub lines: BTreeMap<String, IrqLine>,
+    pub(crate) lines: BTreeMap<String, IrqLine>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct IrqLine {
+pub(crate) struct IrqLine {
     pub per_cpu: Vec<u64>,
     /// The trailing description (chip, hwirq, handler names).
     pub description: String,
 }
 
 impl Interrupts {
+    /// Parses the text of `/proc/interrupts`.
     pub fn parse(text: &str) -> Result<Interrupts> {
         let mut lines = text.lines();
         let header = lines.next().context("empty /proc/interrupts")?;
@@ -624,6 +611,7 @@ impl Interrupts {
         Ok(out)
     }
 
+    /// Reads the guest's `/proc/interrupts` now.
     pub async fn read(vm: &Vm) -> Result<Interrupts> {
         let raw = vm.guest().read_file("/proc/interrupts").await?;
         Interrupts::parse(&String::from_utf8_lossy(&raw))
@@ -642,7 +630,7 @@ impl Interrupts {
 
     /// Per-CPU counts of every IRQ in `irqs` together since `before`, for `nr_cpus` CPUs (a
     /// device's queue vectors summed: where its completions ran).
-    pub fn delta_summed(
+    pub(crate) fn delta_summed(
         &self,
         before: &Interrupts,
         irqs: impl IntoIterator<Item = u32>,
@@ -677,7 +665,7 @@ impl Interrupts {
 }
 
 /// Per-CPU counts (index = CPU) as a `{"cpu": count}` map, the shape records and reports use.
-pub fn per_cpu_map(counts: &[u64]) -> BTreeMap<String, u64> {
+pub(crate) fn per_cpu_map(counts: &[u64]) -> BTreeMap<String, u64> {
     counts
         .iter()
         .enumerate()
@@ -688,13 +676,13 @@ pub fn per_cpu_map(counts: &[u64]) -> BTreeMap<String, u64> {
 /// A `/proc/vmstat` snapshot: every counter by name. Which counters matter, and what their
 /// changes mean, is the caller's business.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct VmStat {
+pub(crate) struct VmStat {
     pub counters: BTreeMap<String, u64>,
 }
 
 impl VmStat {
     /// Parses `name value` lines; any other line is an error (the file has no headers).
-    pub fn parse(text: &str) -> Result<VmStat> {
+    pub(crate) fn parse(text: &str) -> Result<VmStat> {
         let mut counters = BTreeMap::new();
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
@@ -723,19 +711,19 @@ impl VmStat {
         Ok(VmStat { counters })
     }
 
-    pub async fn read(vm: &Vm) -> Result<VmStat> {
+    pub(crate) async fn read(vm: &Vm) -> Result<VmStat> {
         let raw = vm.guest().read_file("/proc/vmstat").await?;
         VmStat::parse(&String::from_utf8_lossy(&raw))
     }
 
-    pub fn get(&self, name: &str) -> Option<u64> {
+    pub(crate) fn get(&self, name: &str) -> Option<u64> {
         self.counters.get(name).copied()
     }
 
     /// How each of `names` changed since `before` (negative for gauges that fell). A name
     /// missing from either snapshot is an error naming it: the kernel does not count it (a
     /// config option is off), and a zero would look like a measurement.
-    pub fn delta(&self, before: &VmStat, names: &[&str]) -> Result<BTreeMap<String, i64>> {
+    pub(crate) fn delta(&self, before: &VmStat, names: &[&str]) -> Result<BTreeMap<String, i64>> {
         let mut out = BTreeMap::new();
         for name in names {
             let (Some(then), Some(now)) = (before.get(name), self.get(name)) else {

@@ -12,6 +12,7 @@ use crate::Lab;
 /// What to prepare; empty `kernels` means every kernel of the registry's default comparisons.
 #[derive(Debug, Clone, Default)]
 pub struct Request {
+    /// Kernel recipes to build (empty: every kernel of the registered scenarios' default comparisons).
     pub kernels: Vec<String>,
     /// Kernels to build besides those (the device tests' ptdma fix).
     pub also: Vec<String>,
@@ -21,7 +22,7 @@ pub struct Request {
 
 impl Request {
     /// The kernels to build, in order, each once.
-    pub fn kernel_names(&self) -> Result<Vec<String>> {
+    pub(crate) fn kernel_names(&self) -> Result<Vec<String>> {
         let mut kernels = if self.kernels.is_empty() {
             crate::scenarios::default_kernels()?
         } else {
@@ -38,7 +39,7 @@ impl Request {
 
 /// A kernel made ready, with the default guest image for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PreparedKernel {
+pub(crate) struct PreparedKernel {
     pub name: String,
     pub release: String,
     pub image_hash: String,
@@ -46,7 +47,7 @@ pub struct PreparedKernel {
 
 /// A further guest image, built for the first kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PreparedImage {
+pub(crate) struct PreparedImage {
     pub recipe: String,
     pub kernel: String,
     pub hash: String,
@@ -55,11 +56,11 @@ pub struct PreparedImage {
 /// What `lab prepare` made ready.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prepared {
-    pub kernels: Vec<PreparedKernel>,
-    pub images: Vec<PreparedImage>,
+    pub(crate) kernels: Vec<PreparedKernel>,
+    pub(crate) images: Vec<PreparedImage>,
     /// The accelerator the lab found.
-    pub accel: String,
-    pub took: Duration,
+    pub(crate) accel: String,
+    pub(crate) took: Duration,
 }
 
 /// Readies the lab, then builds (or finds) each kernel of `request` with the default image, and

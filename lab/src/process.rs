@@ -1,22 +1,25 @@
 //! Child processes that never outlive the lab. Every child runs in its own process group, which
 //! is killed when its handle drops, and dies with the lab:
 //!
-//! - QEMU, the device models and the KVM probe ([`spawn_in_group`], [`spawn_async_in_group`])
+//! - QEMU, the device models and the KVM probe (`spawn_in_group`, `spawn_async_in_group`)
 //!   get SIGKILL from the kernel when the lab dies (`PR_SET_PDEATHSIG`); they are single
 //!   processes whose pid the lab uses, so they are started directly.
 //! - Tools that start children of their own (`make` and its compilers, `apt-get` and its
-//!   download methods, `tar` and its decompressor, ...) go through [`output`], [`status`] or
-//!   [`spawn_tree`]: a watcher process leads the group, runs the tool as its child and kills the
+//!   download methods, `tar` and its decompressor, ...) go through `output`, [`status`] or
+//!   `spawn_tree`: a watcher process leads the group, runs the tool as its child and kills the
 //!   whole group when the lab dies. `PR_SET_PDEATHSIG` alone would kill only the tool and leave
 //!   its children (a compiler writing into a dead staging dir) running.
 //!
 //! [`watch_parent`] makes a test process die with the test runner that started it.
 //! Its own module because the VM, the devices, the toolchain, kernel builds and apt all start
 //! children this way.
+//!
+//! Public: [`watch_parent`], which a test process or the CLI calls once so it dies with its
+//! runner, and [`status`], a command run to completion under a watcher.
 
 /// Host CPUs a pin may name: the size of the affinity set (`cpu_set_t`) the lab passes to
 /// `sched_setaffinity`.
-pub const MAX_HOST_CPUS: usize = 1024;
+pub(crate) const MAX_HOST_CPUS: usize = 1024;
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Output};
@@ -118,7 +121,7 @@ fn supervise(cmd: &mut Command) {
 
 /// Runs `cmd` to completion under a watcher (see [`supervise`]), collecting stdout and stderr.
 /// Errors only when it cannot start; the caller judges its exit status.
-pub fn output(cmd: &mut Command) -> Result<Output> {
+pub(crate) fn output(cmd: &mut Command) -> Result<Output> {
     supervise(cmd);
     cmd.output()
         .with_context(|| format!("running {:?}", cmd.get_program()))
@@ -132,7 +135,7 @@ pub fn status(cmd: &mut Command) -> Result<ExitStatus> {
 }
 
 /// Starts `cmd` under a watcher; the whole group is killed when the handle drops.
-pub fn spawn_tree(cmd: &mut Command) -> Result<GroupChild> {
+pub(crate) fn spawn_tree(cmd: &mut Command) -> Result<GroupChild> {
     supervise(cmd);
     let child = cmd
         .spawn()
@@ -182,7 +185,7 @@ pub fn watch_parent() {
 /// creates inherits that set: QEMU's I/O, RCU and worker threads and the device models run on
 /// the housekeeping CPUs of a pinned topology. QEMU's vCPU threads are then moved one by one.
 /// CPUs at or above [`MAX_HOST_CPUS`] are left out of the set.
-pub fn restrict_to_cpus(cmd: &mut Command, cpus: &[u32]) {
+pub(crate) fn restrict_to_cpus(cmd: &mut Command, cpus: &[u32]) {
     // SAFETY: a zeroed cpu_set_t is valid and CPU_SET stays within it (ids are bounded above).
     let set = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -205,7 +208,8 @@ pub fn restrict_to_cpus(cmd: &mut Command, cpus: &[u32]) {
 }
 
 /// The CPUs a thread or process may run on (`sched_getaffinity`).
-pub fn affinity_of(tid: u32) -> std::io::Result<Vec<u32>> {
+#[cfg(test)]
+pub(crate) fn affinity_of(tid: u32) -> std::io::Result<Vec<u32>> {
     // SAFETY: a zeroed cpu_set_t is valid; the kernel fills it; CPU_ISSET stays within it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -226,12 +230,12 @@ pub fn affinity_of(tid: u32) -> std::io::Result<Vec<u32>> {
 
 /// A synchronous child in its own process group.
 #[derive(Debug)]
-pub struct GroupChild {
+pub(crate) struct GroupChild {
     child: Child,
 }
 
 /// Spawns `cmd` isolated as above.
-pub fn spawn_in_group(cmd: &mut Command) -> Result<GroupChild> {
+pub(crate) fn spawn_in_group(cmd: &mut Command) -> Result<GroupChild> {
     isolate(cmd);
     let child = cmd
         .spawn()
@@ -240,15 +244,16 @@ pub fn spawn_in_group(cmd: &mut Command) -> Result<GroupChild> {
 }
 
 impl GroupChild {
-    pub fn id(&self) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn id(&self) -> u32 {
         self.child.id()
     }
 
-    pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+    pub(crate) fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
         self.child.try_wait()
     }
 
-    pub fn inner(&mut self) -> &mut Child {
+    pub(crate) fn inner(&mut self) -> &mut Child {
         &mut self.child
     }
 }
@@ -272,7 +277,7 @@ impl Drop for GroupChild {
 }
 
 /// Kills a whole process group led by `pid`.
-pub fn kill_group(pid: u32) {
+pub(crate) fn kill_group(pid: u32) {
     // SAFETY: plain syscall; a stale pgid only yields ESRCH.
     unsafe {
         libc::killpg(pid as libc::pid_t, libc::SIGKILL);
@@ -281,13 +286,13 @@ pub fn kill_group(pid: u32) {
 
 /// An async child in its own process group; the group is killed on drop.
 #[derive(Debug)]
-pub struct AsyncGroupChild {
+pub(crate) struct AsyncGroupChild {
     pub child: tokio::process::Child,
     pgid: u32,
 }
 
 /// Spawns an async `cmd` isolated as above.
-pub fn spawn_async_in_group(mut cmd: Command) -> Result<AsyncGroupChild> {
+pub(crate) fn spawn_async_in_group(mut cmd: Command) -> Result<AsyncGroupChild> {
     isolate(&mut cmd);
     let program = cmd.get_program().to_owned();
     let mut cmd = tokio::process::Command::from(cmd);
@@ -300,7 +305,7 @@ pub fn spawn_async_in_group(mut cmd: Command) -> Result<AsyncGroupChild> {
 }
 
 impl AsyncGroupChild {
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.pgid
     }
 }

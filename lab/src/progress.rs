@@ -1,5 +1,5 @@
 //! Progress of long steps (provisioning, kernel builds, boots of an experiment), reported through
-//! one sink so the library never prints. The CLI installs a [`Reporter`] once (bars on a
+//! one sink so the library never prints. The CLI installs a `Reporter` once (bars on a
 //! terminal, plain lines otherwise, see [`install_for_stderr`]); without one, events go to
 //! `tracing` and appear only if a subscriber shows them.
 
@@ -9,7 +9,7 @@ use std::sync::{Mutex, OnceLock};
 
 /// What the lab is doing, for a human watching.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Event {
+pub(crate) enum Event {
     /// A step worth a line: "provisioning QEMU from 90 Debian packages".
     Step(String),
     /// Something the user must know although the run goes on (a substituted package).
@@ -32,7 +32,7 @@ pub enum Event {
 }
 
 /// Renders events. Implementations must be cheap: events come from build loops.
-pub trait Reporter: Send + Sync {
+pub(crate) trait Reporter: Send + Sync {
     fn report(&self, event: &Event);
 }
 
@@ -40,11 +40,11 @@ static REPORTER: OnceLock<Box<dyn Reporter>> = OnceLock::new();
 static NEXT_TASK: AtomicU64 = AtomicU64::new(1);
 
 /// Installs the process's reporter; the first call wins (later ones return false).
-pub fn set_reporter(reporter: Box<dyn Reporter>) -> bool {
+pub(crate) fn set_reporter(reporter: Box<dyn Reporter>) -> bool {
     REPORTER.set(reporter).is_ok()
 }
 
-/// Installs [`Bars`] when stderr is a terminal, [`Lines`] otherwise.
+/// Installs `Bars` when stderr is a terminal, `Lines` otherwise.
 pub fn install_for_stderr() -> bool {
     if std::io::stderr().is_terminal() {
         set_reporter(Box::new(Bars::default()))
@@ -66,23 +66,23 @@ fn emit(event: Event) {
 }
 
 /// Reports a step.
-pub fn step(message: impl Into<String>) {
+pub(crate) fn step(message: impl Into<String>) {
     emit(Event::Step(message.into()));
 }
 
 /// Reports a warning.
-pub fn warn(message: impl Into<String>) {
+pub(crate) fn warn(message: impl Into<String>) {
     emit(Event::Warning(message.into()));
 }
 
 /// A counted task; ends when dropped.
 #[derive(Debug)]
-pub struct Task {
+pub(crate) struct Task {
     id: u64,
 }
 
 impl Task {
-    pub fn start(label: impl Into<String>, expected: Option<u64>) -> Task {
+    pub(crate) fn start(label: impl Into<String>, expected: Option<u64>) -> Task {
         let id = NEXT_TASK.fetch_add(1, Ordering::Relaxed);
         emit(Event::TaskStart {
             id,
@@ -92,7 +92,7 @@ impl Task {
         Task { id }
     }
 
-    pub fn set(&self, position: u64, message: &str) {
+    pub(crate) fn set(&self, position: u64, message: &str) {
         emit(Event::TaskProgress {
             id: self.id,
             position,
@@ -110,7 +110,7 @@ impl Drop for Task {
 /// Plain `lab: ...` lines on stderr, for logs and CI: steps and warnings, a task's start and end,
 /// no per-line progress.
 #[derive(Debug, Default)]
-pub struct Lines;
+pub(crate) struct Lines;
 
 impl Reporter for Lines {
     fn report(&self, event: &Event) {
@@ -125,7 +125,7 @@ impl Reporter for Lines {
 
 /// indicatif bars on a terminal: a bar (or spinner) per task, steps printed above them.
 #[derive(Default)]
-pub struct Bars {
+pub(crate) struct Bars {
     multi: indicatif::MultiProgress,
     tasks: Mutex<std::collections::HashMap<u64, indicatif::ProgressBar>>,
 }

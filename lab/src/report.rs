@@ -17,33 +17,36 @@ use thiserror::Error;
 
 use crate::stats::StatsError;
 
-pub mod comparison;
-pub mod html;
+pub(crate) mod comparison;
+pub(crate) mod html;
 pub mod junit;
 pub mod merge;
-pub mod record;
+pub(crate) mod record;
 pub mod stored;
 pub(crate) mod table;
 
-pub use comparison::{describe, Comparison, Metric, MetricRow, VariantChange, BISECT_SKIP};
-pub use record::{
-    run_dir, BootRecord, DecisionPoint, Outputs, PairVerdict, RejectedBoot, RunRecord,
-};
+pub(crate) use comparison::{describe, MetricRow};
+pub use comparison::{Comparison, Metric, BISECT_SKIP};
+pub(crate) use record::{run_dir, Outputs};
+pub use record::{BootRecord, DecisionPoint, PairVerdict, RejectedBoot, RunRecord};
 
 /// Which way a metric should move for a variant to count as better. Only used to word the
 /// table; verdicts and assertions are about DIFFERENT, SAME and the sign of the shift.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
+    /// More is better (throughput, a share that should grow).
     HigherIsBetter,
+    /// Less is better (time, latency, migrations).
     LowerIsBetter,
+    /// Neither: the change is reported, not judged.
     Neutral,
 }
 
 impl Direction {
     /// "better"/"worse" for a change called with this `shift`; `None` for a neutral metric or
     /// no shift.
-    pub fn judge(self, shift: f64) -> Option<&'static str> {
+    pub(crate) fn judge(self, shift: f64) -> Option<&'static str> {
         match self {
             _ if shift == 0.0 => None,
             Direction::Neutral => None,
@@ -57,76 +60,141 @@ impl Direction {
 /// Invalid definitions or look-ups; each names the comparison and the culprit.
 #[derive(Debug, Error)]
 pub enum ReportError {
+    /// The comparison has no name.
     #[error("comparison name is empty")]
     EmptyName,
+    /// No variants were given.
     #[error("comparison {comparison:?}: no variants given (the first one is the base)")]
-    NoVariants { comparison: String },
+    NoVariants {
+        /// The comparison.
+        comparison: String,
+    },
+    /// A variant has no name.
     #[error("comparison {comparison:?}: variant name #{index} is empty")]
-    EmptyVariant { comparison: String, index: usize },
+    EmptyVariant {
+        /// The comparison.
+        comparison: String,
+        /// Its position in the list.
+        index: usize,
+    },
+    /// A variant is listed twice.
     #[error("comparison {comparison:?}: variant {variant:?} listed twice")]
-    DuplicateVariant { comparison: String, variant: String },
+    DuplicateVariant {
+        /// The comparison.
+        comparison: String,
+        /// The variant.
+        variant: String,
+    },
+    /// A variant the comparison does not have.
     #[error("comparison {comparison:?}: unknown variant {variant:?} (variants: {known})")]
     UnknownVariant {
+        /// The comparison.
         comparison: String,
+        /// The variant.
         variant: String,
+        /// The names it has.
         known: String,
     },
+    /// A metric has no name.
     #[error("comparison {comparison:?}: metric name is empty")]
-    EmptyMetric { comparison: String },
+    EmptyMetric {
+        /// The comparison.
+        comparison: String,
+    },
+    /// A metric is declared twice.
     #[error("comparison {comparison:?}: metric {metric:?} declared twice")]
-    DuplicateMetric { comparison: String, metric: String },
+    DuplicateMetric {
+        /// The comparison.
+        comparison: String,
+        /// The metric.
+        metric: String,
+    },
+    /// A metric the comparison does not declare.
     #[error(
         "comparison {comparison:?}: unknown metric {metric:?} (declared: {known}; declare it with add_metric first)"
     )]
     UnknownMetric {
+        /// The comparison.
         comparison: String,
+        /// The metric.
         metric: String,
+        /// The names it has.
         known: String,
     },
+    /// A smallest change that matters that is negative or not a number.
     #[error(
         "comparison {comparison:?}, metric {metric:?}: magnitude {value} is not a finite number >= 0"
     )]
     BadMagnitude {
+        /// The comparison.
         comparison: String,
+        /// The metric.
         metric: String,
+        /// The value given.
         value: String,
     },
+    /// A sample that is NaN or infinite.
     #[error(
         "comparison {comparison:?}, metric {metric:?}, variant {variant:?}: sample {value} is not a finite number"
     )]
     NonFiniteSample {
+        /// The comparison.
         comparison: String,
+        /// The metric.
         metric: String,
+        /// The variant.
         variant: String,
+        /// The value given.
         value: f64,
     },
+    /// A record was started from a comparison that already holds samples.
     #[error(
         "comparison {comparison:?}: a run record starts from a definition without samples \
          ({samples} given); samples enter only through its boots"
     )]
-    DefinitionHasSamples { comparison: String, samples: usize },
+    DefinitionHasSamples {
+        /// The comparison.
+        comparison: String,
+        /// How many samples it holds.
+        samples: usize,
+    },
+    /// A stored record whose table disagrees with its boots.
     #[error(
         "comparison {comparison:?}, metric {metric:?}, variant {variant:?}: the stored table holds \
          {table} samples but the boots give {boots}; the record is inconsistent"
     )]
     RecordMismatch {
+        /// The comparison.
         comparison: String,
+        /// The metric.
         metric: String,
+        /// The variant.
         variant: String,
+        /// Samples in the table.
         table: usize,
+        /// Samples the boots give.
         boots: usize,
     },
+    /// A boot gives one metric twice.
     #[error("comparison {comparison:?}: boot of {variant:?} gives metric {metric:?} twice")]
     DuplicateBootSample {
+        /// The comparison.
         comparison: String,
+        /// The variant.
         variant: String,
+        /// The metric.
         metric: String,
     },
+    /// A statistic could not be computed from the samples.
     #[error("comparison {comparison:?}, metric {metric:?}, variant {variant:?}: {source}")]
     Stats {
+        /// The comparison.
         comparison: String,
+        /// The metric.
         metric: String,
+        /// The variant.
         variant: String,
+        /// Why.
         #[source]
         source: StatsError,
     },

@@ -22,16 +22,23 @@ pub struct Request {
     pub topology: String,
     /// A quick shape instead of a file: `cpus` vCPUs and `memory` over `nodes` NUMA nodes.
     pub cpus: Option<u32>,
+    /// Memory of the quick shape (`1G`).
     pub memory: Option<String>,
+    /// NUMA nodes of the quick shape.
     pub nodes: u32,
     /// A kernel recipe (booted with its `[boot]` settings) or `debian`.
     pub kernel: Option<String>,
+    /// More kernel command-line arguments.
     pub cmdline: Vec<String>,
+    /// The guest image recipe (default `default`).
     pub image: Option<String>,
     /// Devices in slot order; `passthrough:NAME` ones are looked up in `host`'s file.
     pub devices: Vec<DeviceSpec>,
+    /// The host file passthrough devices are looked up in.
     pub host: Option<String>,
+    /// The command and its arguments, run in the guest.
     pub command: Vec<String>,
+    /// How long the command may run.
     pub timeout: Duration,
 }
 
@@ -40,10 +47,13 @@ pub struct Request {
 pub struct Outcome {
     /// The command's exit code (128 + the signal when a signal ended it).
     pub exit_code: i32,
+    /// What the command wrote to stdout.
     pub stdout: Vec<u8>,
+    /// What the command wrote to stderr.
     pub stderr: Vec<u8>,
     /// Each device as bound in the guest and each of its vectors, a line each.
     pub devices: Vec<String>,
+    /// Where the run's time went.
     pub timings: RunTimings,
 }
 

@@ -8,7 +8,7 @@ use std::fmt;
 
 /// Why a boot's sample was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rejected {
+pub(crate) struct Rejected {
     /// What was wrong, quoting the log line or the counter.
     pub cause: String,
 }
@@ -22,7 +22,7 @@ impl fmt::Display for Rejected {
 impl std::error::Error for Rejected {}
 
 /// The error that refuses a boot's sample because of `cause`.
-pub fn reject(cause: impl Into<String>) -> anyhow::Error {
+pub(crate) fn reject(cause: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(Rejected {
         cause: cause.into(),
     })
@@ -31,7 +31,7 @@ pub fn reject(cause: impl Into<String>) -> anyhow::Error {
 /// The rejection anywhere in `error`'s chain (context added on the way keeps it findable): a
 /// [`reject`]ed sample, or a guest whose kernel log or taint mask showed a fault
 /// ([`crate::Error::GuestFault`]).
-pub fn rejection(error: &anyhow::Error) -> Option<Rejected> {
+pub(crate) fn rejection(error: &anyhow::Error) -> Option<Rejected> {
     error.chain().find_map(|e| {
         if let Some(r) = e.downcast_ref::<Rejected>() {
             return Some(r.clone());

@@ -1,6 +1,6 @@
 //! Parts of tests that only mean something under KVM (a time or throughput bound), and whole
 //! tests that need it. Under TCG such a part is skipped where everyone can see it: one line
-//! starting with [`MARKER`] on stdout and stderr, which the nextest profiles show at the end of
+//! starting with `MARKER` on stdout and stderr, which the nextest profiles show at the end of
 //! the run and keep in the JUnit report (`.config/nextest.toml`). With `LAB_REQUIRE_KVM=1` (the
 //! hardware CI job) every such skip is a failure instead, so a host whose KVM stopped booting
 //! guests cannot pass by falling back to TCG. Parts a host lacks for other reasons (hugepages,
@@ -10,15 +10,15 @@
 use crate::Lab;
 
 /// Set to `1` where KVM must work: a KVM-only part that would be skipped fails instead.
-pub const REQUIRE_KVM_ENV: &str = "LAB_REQUIRE_KVM";
+pub(crate) const REQUIRE_KVM_ENV: &str = "LAB_REQUIRE_KVM";
 
 /// Set to `1` where the host provides everything [`host_lacks`] checks for (CI): a part that
 /// would be skipped fails instead.
-pub const REQUIRE_HOST_ENV: &str = "LAB_REQUIRE_HOST";
+pub(crate) const REQUIRE_HOST_ENV: &str = "LAB_REQUIRE_HOST";
 
 /// How a skipped part's line starts (`LAB-SKIP <test>: <part>: <why>`); the JUnit marking
 /// (`report::junit`) owns it, as the reader of those lines.
-pub use crate::report::junit::MARKER;
+pub(crate) use crate::report::junit::MARKER;
 
 /// Whether `LAB_REQUIRE_KVM` asks for KVM (`1`, `true` or `yes`).
 pub fn kvm_required() -> bool {
@@ -26,7 +26,7 @@ pub fn kvm_required() -> bool {
 }
 
 /// Whether `LAB_REQUIRE_HOST` asks for every host capability (`1`, `true` or `yes`).
-pub fn host_required() -> bool {
+pub(crate) fn host_required() -> bool {
     requires(std::env::var(REQUIRE_HOST_ENV).ok().as_deref())
 }
 
@@ -39,7 +39,7 @@ fn requires(value: Option<&str>) -> bool {
 
 /// What a KVM-only part does on this lab.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KvmOnly {
+pub(crate) enum KvmOnly {
     /// The lab runs guests under KVM: check the part.
     Run,
     /// Not under KVM and not required: the part is skipped; the line says so.
@@ -51,7 +51,7 @@ pub enum KvmOnly {
 /// Decides a KVM-only `part` of the running test. `accel` and `reason` are the lab's accelerator
 /// and why it was chosen; `why` says what the part checks and why TCG cannot; `required` is
 /// [`kvm_required`].
-pub fn decide(
+pub(crate) fn decide(
     accel: crate::toolchain::Accel,
     reason: &str,
     part: &str,
@@ -77,7 +77,7 @@ pub fn decide(
 }
 
 /// Whether the KVM-only `part` of the calling test runs here. Under KVM: `true`. Otherwise the
-/// skip is printed as one [`MARKER`] line on stdout and stderr and this returns `false`, or,
+/// skip is printed as one `MARKER` line on stdout and stderr and this returns `false`, or,
 /// with `LAB_REQUIRE_KVM=1`, it panics.
 pub fn kvm_only(lab: &Lab, part: &str, why: &str) -> bool {
     match decide(
@@ -98,7 +98,7 @@ pub fn kvm_only(lab: &Lab, part: &str, why: &str) -> bool {
 }
 
 /// A part of the calling test this host cannot run for a reason other than KVM (`what` is
-/// missing; `how` enables it): printed as one [`MARKER`] line on stdout and stderr, like a
+/// missing; `how` enables it): printed as one `MARKER` line on stdout and stderr, like a
 /// KVM-only skip, so the run shows it instead of a silent pass. With `LAB_REQUIRE_HOST=1` it
 /// panics instead: where the host is meant to provide it, a missing part is a failure.
 pub fn host_lacks(part: &str, what: &str, how: &str) {

@@ -18,7 +18,7 @@ use crate::toolchain::Accel;
 
 /// The host CPUs guests may keep busy at once.
 #[derive(Debug, Clone)]
-pub struct CpuSlots {
+pub(crate) struct CpuSlots {
     dir: PathBuf,
     total: usize,
     /// How long a guest waits for its slots before [`crate::Error::SlotWaitTimeout`]; `None`:
@@ -28,13 +28,13 @@ pub struct CpuSlots {
 
 /// Slots held by one guest; released when dropped.
 #[derive(Debug)]
-pub struct SlotGuard {
+pub(crate) struct SlotGuard {
     _files: Vec<File>,
 }
 
 /// Host threads a guest keeps busy: single-threaded TCG runs every vCPU on one thread, KVM and
 /// multi-threaded TCG one thread per vCPU.
-pub fn guest_cost(accel: Accel, vcpus: usize) -> usize {
+pub(crate) fn guest_cost(accel: Accel, vcpus: usize) -> usize {
     match accel {
         Accel::TcgSingle | Accel::TcgIcount => 1,
         Accel::TcgMulti | Accel::Kvm => vcpus.max(1),
@@ -42,7 +42,7 @@ pub fn guest_cost(accel: Accel, vcpus: usize) -> usize {
 }
 
 impl CpuSlots {
-    pub fn new(dir: impl Into<PathBuf>, total: usize) -> Result<CpuSlots> {
+    pub(crate) fn new(dir: impl Into<PathBuf>, total: usize) -> Result<CpuSlots> {
         if total == 0 {
             bail!("a host needs at least one CPU slot");
         }
@@ -54,7 +54,7 @@ impl CpuSlots {
     }
 
     /// Gives up waiting for slots after `wait` (see [`CpuSlots::acquire`]).
-    pub fn with_max_wait(mut self, wait: Option<Duration>) -> CpuSlots {
+    pub(crate) fn with_max_wait(mut self, wait: Option<Duration>) -> CpuSlots {
         self.max_wait = wait;
         self
     }
@@ -62,7 +62,7 @@ impl CpuSlots {
     /// The slots under `cache_root`: `LAB_CPUS` of them if set (for a host shared with other
     /// work), otherwise one per CPU this process may run on; a guest waits for them at most
     /// `LAB_SLOT_WAIT` seconds if set, else as long as it takes.
-    pub fn for_host(cache_root: &Path) -> Result<CpuSlots> {
+    pub(crate) fn for_host(cache_root: &Path) -> Result<CpuSlots> {
         let max_wait = match std::env::var("LAB_SLOT_WAIT") {
             Ok(text) => Some(Duration::from_secs(text.trim().parse().with_context(
                 || format!("LAB_SLOT_WAIT={text:?}: expected whole seconds"),
@@ -85,20 +85,16 @@ impl CpuSlots {
         CpuSlots::new(cache_root.join("slots"), total)
     }
 
-    pub fn total(&self) -> usize {
-        self.total
-    }
-
     /// How many guests of `cost` run side by side on this host (at least one: a guest larger
     /// than the host still runs, alone).
-    pub fn guests_at_once(&self, cost: usize) -> usize {
+    pub(crate) fn guests_at_once(&self, cost: usize) -> usize {
         (self.total / cost.clamp(1, self.total)).max(1)
     }
 
     /// Takes `cost` slots (all of them if the guest is larger than the host), waiting while
     /// other guests hold them. Slots are taken all at once or not at all, so two large guests
     /// never deadlock holding half each.
-    pub async fn acquire(&self, cost: usize) -> Result<SlotGuard> {
+    pub(crate) async fn acquire(&self, cost: usize) -> Result<SlotGuard> {
         let want = cost.clamp(1, self.total);
         fs::create_dir_all(&self.dir)
             .with_context(|| format!("creating {}", self.dir.display()))?;

@@ -2,28 +2,34 @@
 //! 3 to about 30 samples per variant and nothing here may assume normality or large n.
 //!
 //! - [`Summary`]: n, mean, sample stddev, min, max, median.
-//! - [`rank`]: the exact Mann-Whitney and Kolmogorov-Smirnov tests and the Hodges-Lehmann shift
+//! - `rank`: the exact Mann-Whitney and Kolmogorov-Smirnov tests and the Hodges-Lehmann shift
 //!   with its distribution-free interval, ties included, at any sample size.
-//! - [`decision`]: DIFFERENT, SAME or UNKNOWN for a variant against the base on one metric,
+//! - `decision`: DIFFERENT, SAME or UNKNOWN for a variant against the base on one metric,
 //!   given the smallest change that matters; Holm's adjustment for the metrics only shown.
-//! - [`schedule`]: fixed or adaptive boot counts, and the seeded, balanced boot order.
-//! - [`Change`]: the numbers a table row shows for a variant against the base.
+//! - `schedule`: fixed or adaptive boot counts, and the seeded, balanced boot order.
+//! - `Change`: the numbers a table row shows for a variant against the base.
 //!
 //! Everything is deterministic and total: the same input gives the same output, and empty or
 //! non-finite input gives an error or a `None` field, never a panic.
+//!
+//! Public are the verdict types a comparison hands out ([`Verdict`], [`Decision`],
+//! [`Magnitude`], [`Summary`], [`Interval`], [`Range`]) and [`BootOrder`], which replays a run's
+//! boot order from its recorded seed.
 
-pub mod decision;
-pub mod rank;
-pub mod schedule;
+pub(crate) mod decision;
+pub(crate) mod rank;
+pub(crate) mod schedule;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub use decision::{decide, holm, Decision, Magnitude, Verdict, DIFFERENT_ALPHA, SAME_CONFIDENCE};
-pub use schedule::{next_stage, BootOrder, Repetitions};
+pub(crate) use decision::{decide, holm, DIFFERENT_ALPHA, SAME_CONFIDENCE};
+pub use decision::{Decision, Magnitude, Verdict};
+pub use schedule::BootOrder;
+pub(crate) use schedule::{next_stage, Repetitions};
 
 /// A value with about four significant digits, in at most ~10 characters.
-pub fn fmt_value(x: f64) -> String {
+pub(crate) fn fmt_value(x: f64) -> String {
     let a = x.abs();
     if x == 0.0 {
         "0".to_string()
@@ -39,17 +45,26 @@ pub fn fmt_value(x: f64) -> String {
 }
 
 /// Confidence of the intervals tables show.
-pub const TABLE_CONFIDENCE: f64 = 0.95;
+pub(crate) const TABLE_CONFIDENCE: f64 = 0.95;
 
 /// Why a statistic could not be computed.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum StatsError {
+    /// There are no samples.
     #[error("no samples")]
     Empty,
+    /// A sample is NaN or infinite.
     #[error("sample #{index} is {value}, not a finite number")]
-    NonFinite { index: usize, value: f64 },
+    NonFinite {
+        /// Its position.
+        index: usize,
+        /// Its value.
+        value: f64,
+    },
+    /// The base's samples are the problem.
     #[error("base samples: {0}")]
     Base(Box<StatsError>),
+    /// The variant's samples are the problem.
     #[error("variant samples: {0}")]
     Variant(Box<StatsError>),
 }
@@ -57,18 +72,23 @@ pub enum StatsError {
 /// Descriptive statistics of one variant's samples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// Number of samples.
     pub n: usize,
+    /// Their mean.
     pub mean: f64,
     /// Sample standard deviation (n-1 denominator); `None` for a single sample.
     pub stddev: Option<f64>,
+    /// The smallest.
     pub min: f64,
+    /// The largest.
     pub max: f64,
+    /// The median.
     pub median: f64,
 }
 
 impl Summary {
     /// Summarises `samples`; errors on an empty slice or a NaN/infinite sample.
-    pub fn of(samples: &[f64]) -> Result<Summary, StatsError> {
+    pub(crate) fn of(samples: &[f64]) -> Result<Summary, StatsError> {
         check(samples)?;
         let n = samples.len();
         let mut sorted = samples.to_vec();
@@ -98,7 +118,7 @@ impl Summary {
 
     /// Relative standard deviation in percent of |mean| (LKP's "± x%"); `None` without a
     /// stddev or with a zero mean.
-    pub fn stddev_pct(&self) -> Option<f64> {
+    pub(crate) fn stddev_pct(&self) -> Option<f64> {
         let sd = self.stddev?;
         (self.mean != 0.0).then(|| sd / self.mean.abs() * 100.0)
     }
@@ -127,11 +147,14 @@ fn check(samples: &[f64]) -> Result<(), StatsError> {
 /// A closed interval `[low, high]`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
+    /// The lower end.
     pub low: f64,
+    /// The upper end.
     pub high: f64,
 }
 
 impl Interval {
+    /// Whether `x` is inside, ends included.
     pub fn contains(&self, x: f64) -> bool {
         self.low <= x && x <= self.high
     }
@@ -145,11 +168,13 @@ pub struct Range {
         serialize_with = "bound::finite_or_null",
         deserialize_with = "bound::low"
     )]
+    /// The lowest value (`-inf`: none).
     pub low: f64,
     #[serde(
         serialize_with = "bound::finite_or_null",
         deserialize_with = "bound::high"
     )]
+    /// The highest value (`inf`: none).
     pub high: f64,
 }
 
@@ -176,18 +201,19 @@ impl Range {
         high: 100.0,
     };
 
+    /// Values from `low` to `high`.
     pub fn new(low: f64, high: f64) -> Range {
         Range { low, high }
     }
 
-    pub fn is_any(&self) -> bool {
+    pub(crate) fn is_any(&self) -> bool {
         *self == Range::ANY
     }
 
     /// An interval of a change in percent of a base whose mean is `base_mean`, cut to the
     /// changes that keep that mean inside the range (a share of 6% cannot fall by more than
     /// 100%). For display only: decisions use the exact interval in the metric's unit.
-    pub fn clip_pct(&self, pct: Interval, base_mean: f64) -> Interval {
+    pub(crate) fn clip_pct(&self, pct: Interval, base_mean: f64) -> Interval {
         let scale = 100.0 / base_mean.abs();
         let (floor, ceiling) = (
             (self.low - base_mean) * scale,
@@ -204,7 +230,7 @@ impl Range {
 mod bound {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn finite_or_null<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn finite_or_null<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
         if x.is_finite() {
             s.serialize_f64(*x)
         } else {
@@ -212,18 +238,18 @@ mod bound {
         }
     }
 
-    pub fn low<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    pub(super) fn low<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
         Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NEG_INFINITY))
     }
 
-    pub fn high<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    pub(super) fn high<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
         Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
     }
 }
 
 /// What a table row shows of a variant against the base.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Change {
+pub(crate) struct Change {
     pub base: Summary,
     pub variant: Summary,
     /// variant mean - base mean, in the metric's unit.
@@ -249,7 +275,11 @@ pub struct Change {
 impl Change {
     /// Compares `variant` against `base`, whose values lie in `range`. Errors when either side
     /// is empty or has a non-finite sample; one sample per side is allowed (p = 1, no interval).
-    pub fn between(base: &[f64], variant: &[f64], range: Range) -> Result<Change, StatsError> {
+    pub(crate) fn between(
+        base: &[f64],
+        variant: &[f64],
+        range: Range,
+    ) -> Result<Change, StatsError> {
         let base_summary = Summary::of(base).map_err(|e| StatsError::Base(Box::new(e)))?;
         let variant_summary = Summary::of(variant).map_err(|e| StatsError::Variant(Box::new(e)))?;
         let difference = variant_summary.mean - base_summary.mean;
@@ -284,7 +314,8 @@ impl Change {
     }
 
     /// variant mean / base mean; `None` when the base mean is 0.
-    pub fn ratio(&self) -> Option<f64> {
+    #[cfg(test)]
+    pub(crate) fn ratio(&self) -> Option<f64> {
         (self.base.mean != 0.0).then(|| self.variant.mean / self.base.mean)
     }
 }

@@ -18,17 +18,17 @@ pub enum StorageStack {
     /// ext4 on the device.
     Ext4,
     /// ext4 on a thin volume of a dm-thin pool on the device (metadata in its first
-    /// [`THIN_METADATA_MIB`], data in the rest, no block zeroing like the seed's `lvconvert
+    /// `THIN_METADATA_MIB`, data in the rest, no block zeroing like the seed's `lvconvert
     /// -Zn`).
     Ext4OnThin,
 }
 
 /// Where the file systems are mounted in the guest.
-pub const MOUNT_POINT: &str = "/mnt/lab";
+pub(crate) const MOUNT_POINT: &str = "/mnt/lab";
 
 /// The thin pool's metadata device (LVM sizes it ~0.1% of the pool; 16 MiB covers the lab's
 /// namespaces with room).
-pub const THIN_METADATA_MIB: u64 = 16;
+pub(crate) const THIN_METADATA_MIB: u64 = 16;
 
 /// The thin pool's block size in 512-byte sectors: LVM's default chunk of 64 KiB.
 const THIN_BLOCK_SECTORS: u64 = 128;
@@ -36,7 +36,7 @@ const THIN_BLOCK_SECTORS: u64 = 128;
 impl StorageStack {
     /// The script that builds the stack on `device` (`/dev/nvme0n1`) and prints
     /// `target dir PATH` or `target dev PATH` as its last line.
-    pub fn setup_script(&self, device: &str) -> String {
+    pub(crate) fn setup_script(&self, device: &str) -> String {
         let check = format!(
             "set -e\n[ -b {device} ] || {{ echo '{device} is not a block device' >&2; ls /dev >&2; exit 1; }}\n"
         );
@@ -77,7 +77,7 @@ impl StorageStack {
     }
 
     /// The workload target the setup script's output names.
-    pub fn parse_target(output: &str) -> Result<FioTarget> {
+    pub(crate) fn parse_target(output: &str) -> Result<FioTarget> {
         let line = output
             .lines()
             .rev()

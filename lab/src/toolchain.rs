@@ -16,11 +16,11 @@ use crate::cache::{hash_parts, Cache};
 use crate::debian::{self, Archive, ResolvedBundle, Substitution};
 
 /// The oldest QEMU with a `vfio-user-pci` client.
-pub const MIN_QEMU: (u32, u32) = (10, 1);
+pub(crate) const MIN_QEMU: (u32, u32) = (10, 1);
 
 /// A runnable QEMU and how it was obtained.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Qemu {
+pub(crate) struct Qemu {
     pub binary: PathBuf,
     /// The bundle's dynamic loader and library path, when running a provisioned bundle.
     pub loader: Option<Loader>,
@@ -35,13 +35,13 @@ pub struct Qemu {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Loader {
+pub(crate) struct Loader {
     pub ld_so: PathBuf,
     pub library_path: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum QemuOrigin {
+pub(crate) enum QemuOrigin {
     /// `LAB_QEMU` or the host's PATH.
     Host,
     /// Provisioned from Debian packages into the cache.
@@ -54,7 +54,7 @@ pub enum QemuOrigin {
 impl Qemu {
     /// A `Command` for this QEMU with the loader, module dir and data dirs in place; callers add
     /// the machine's arguments.
-    pub fn command(&self) -> Command {
+    pub(crate) fn command(&self) -> Command {
         let mut cmd = match &self.loader {
             Some(loader) => {
                 let mut c = Command::new(&loader.ld_so);
@@ -76,7 +76,7 @@ impl Qemu {
 
     /// Finds a usable QEMU: `LAB_QEMU`, then the host's `qemu-system-x86_64` if new enough and
     /// with `vfio-user-pci`, else the pinned Debian bundle (provisioned on first use).
-    pub fn locate(cache: &Cache) -> Result<Qemu> {
+    pub(crate) fn locate(cache: &Cache) -> Result<Qemu> {
         if let Some(path) = std::env::var_os("LAB_QEMU") {
             let qemu = Qemu::host(cache, PathBuf::from(path))?;
             qemu.check_usable().context("LAB_QEMU")?;
@@ -115,7 +115,7 @@ impl Qemu {
 
     /// The pinned QEMU from Debian packages, unpacked into the cache. Warm (the lock entry
     /// resolved before and its bundle unpacked), this asks neither apt nor the network.
-    pub fn bundle(cache: &Cache) -> Result<Qemu> {
+    pub(crate) fn bundle(cache: &Cache) -> Result<Qemu> {
         const NAME: &str = "qemu";
         const ROOTS: &[&str] = &["qemu-system-x86"];
         const RELEASE: Option<&str> = Some("trixie-backports");
@@ -272,7 +272,7 @@ fn which(name: &str) -> Option<PathBuf> {
 /// How guest CPUs are executed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Accel {
+pub(crate) enum Accel {
     Kvm,
     /// Multi-threaded TCG: one host thread per vCPU.
     TcgMulti,
@@ -284,7 +284,7 @@ pub enum Accel {
 }
 
 impl Accel {
-    pub fn qemu_args(self) -> Vec<String> {
+    pub(crate) fn qemu_args(self) -> Vec<String> {
         let args: &[&str] = match self {
             Accel::Kvm => &["-accel", "kvm"],
             Accel::TcgMulti => &["-accel", "tcg,thread=multi"],
@@ -299,11 +299,11 @@ impl Accel {
         args.iter().map(|s| s.to_string()).collect()
     }
 
-    pub fn is_kvm(self) -> bool {
+    pub(crate) fn is_kvm(self) -> bool {
         self == Accel::Kvm
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Accel::Kvm => "kvm",
             Accel::TcgMulti => "tcg-multi",
@@ -312,7 +312,7 @@ impl Accel {
         }
     }
 
-    pub fn parse(text: &str) -> Result<Accel> {
+    pub(crate) fn parse(text: &str) -> Result<Accel> {
         Ok(match text {
             "kvm" => Accel::Kvm,
             "tcg" | "tcg-multi" => Accel::TcgMulti,
@@ -329,7 +329,7 @@ impl Accel {
 /// host (see the README): single-threaded TCG boots faster there under load, and S1's placement
 /// verdict was soaked with it (10 of 10); multi-threaded separated the kernels as well in one
 /// run, `-icount` was three times slower per boot.
-pub fn default_tcg() -> Result<Accel> {
+pub(crate) fn default_tcg() -> Result<Accel> {
     match std::env::var("LAB_TCG") {
         Ok(v) => Accel::parse(&format!("tcg-{}", v.trim_start_matches("tcg-"))),
         Err(_) => Ok(Accel::TcgSingle),
@@ -338,7 +338,7 @@ pub fn default_tcg() -> Result<Accel> {
 
 /// The outcome of probing KVM by booting a kernel with it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AccelProbe {
+pub(crate) struct AccelProbe {
     pub kvm_works: bool,
     pub reason: String,
 }
@@ -346,7 +346,11 @@ pub struct AccelProbe {
 /// Decides the accelerator: `LAB_ACCEL` if set, else KVM when a probe boot under KVM reaches the
 /// kernel's root-mount stage in time, else TCG. The probe result is cached per host kernel, QEMU
 /// and guest kernel, so only the first run on a host pays for it.
-pub fn choose_accel(cache: &Cache, qemu: &Qemu, kernel: &Path) -> Result<(Accel, AccelProbe)> {
+pub(crate) fn choose_accel(
+    cache: &Cache,
+    qemu: &Qemu,
+    kernel: &Path,
+) -> Result<(Accel, AccelProbe)> {
     if let Ok(v) = std::env::var("LAB_ACCEL") {
         let accel = Accel::parse(&v).context("LAB_ACCEL")?;
         let probe = AccelProbe {
@@ -389,7 +393,7 @@ fn probe_kvm_cached(cache: &Cache, qemu: &Qemu, kernel: &Path) -> Result<AccelPr
 /// Boots `kernel` under KVM with no root file system: a kernel that runs reaches "VFS: Unable to
 /// mount root" (and panics, and QEMU exits thanks to `-no-reboot`) within seconds; one that
 /// hangs early never prints it.
-pub fn probe_kvm(qemu: &Qemu, kernel: &Path) -> Result<AccelProbe> {
+pub(crate) fn probe_kvm(qemu: &Qemu, kernel: &Path) -> Result<AccelProbe> {
     const LIMIT: Duration = Duration::from_secs(20);
     let kvm = Path::new("/dev/kvm");
     if !kvm.exists() {
@@ -466,7 +470,7 @@ pub fn probe_kvm(qemu: &Qemu, kernel: &Path) -> Result<AccelProbe> {
 }
 
 /// The host CPU's model name, for result manifests.
-pub fn host_cpu_model() -> String {
+pub(crate) fn host_cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {

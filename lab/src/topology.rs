@@ -45,7 +45,7 @@
 //! - Unknown keys are errors.
 //!
 //! Before a boot, a file that pins or binds is checked against the host
-//! ([`Topology::check_against`], with [`crate::host_topology::HostTopology`]): pinned host CPUs
+//! (`Topology::check_against`, with `crate::host_topology::HostTopology`): pinned host CPUs
 //! online, every `host_node` present with enough free memory for the guest nodes bound to it,
 //! and with `hugepages` enough free hugepages of that size (on each bound host node).
 //! The online host CPUs no vCPU is pinned to are the housekeeping set: QEMU's other threads and
@@ -56,8 +56,8 @@
 //! QEMU 11.1 (the lab's pinned QEMU) gives the guest one L3 per socket with `qemu64` and
 //! `EPYC-v4`, and aborts with Intel-vendor models when `dies=` > 1, so an L3 cannot be split
 //! inside a QEMU socket. When every declared socket holds exactly one LLC the sockets map 1:1
-//! ([`Mapping::Sockets`]); otherwise each LLC becomes its own QEMU socket inside its NUMA node
-//! ([`Mapping::LlcAsSocket`]), which needs LLCs of equal size. The guest then sees the declared
+//! (`Mapping::Sockets`); otherwise each LLC becomes its own QEMU socket inside its NUMA node
+//! (`Mapping::LlcAsSocket`), which needs LLCs of equal size. The guest then sees the declared
 //! LLCs, nodes and SMT siblings, and its package ids count LLCs. [`Topology::describe`] says
 //! which mapping applies and why.
 
@@ -67,8 +67,8 @@ mod qemu;
 mod tests;
 mod view;
 
-pub use cpulist::{format_cpulist, parse_cpulist, CpuListError, MAX_CPU_ID};
-pub use qemu::{Mapping, QemuTopology};
+pub use cpulist::{format_cpulist, parse_cpulist, CpuListError};
+pub(crate) use qemu::Mapping;
 pub use view::{CpuView, GuestView, NodeView};
 
 use serde::Deserialize;
@@ -76,24 +76,24 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Environment variable naming the directory [`Topology::by_name`] and [`Topology::list`] search.
-pub const TOPOLOGIES_DIR_ENV: &str = "LAB_TOPOLOGIES_DIR";
+pub(crate) const TOPOLOGIES_DIR_ENV: &str = "LAB_TOPOLOGIES_DIR";
 
 /// NUMA distance of a node to itself (ACPI SLIT and Linux `LOCAL_DISTANCE`).
-pub const LOCAL_DISTANCE: u32 = 10;
+pub(crate) const LOCAL_DISTANCE: u32 = 10;
 /// Distance between nodes when the file declares none (QEMU's and Linux's default).
-pub const DEFAULT_REMOTE_DISTANCE: u32 = 20;
+pub(crate) const DEFAULT_REMOTE_DISTANCE: u32 = 20;
 
 const MIB: u64 = 1 << 20;
-pub use crate::process::MAX_HOST_CPUS;
+pub(crate) use crate::process::MAX_HOST_CPUS;
 /// The hugepage sizes `hugepages` may name: x86-64's 2 MiB and 1 GiB.
-pub const HUGEPAGE_SIZES: [u64; 2] = [2 << 20, 1 << 30];
+pub(crate) const HUGEPAGE_SIZES: [u64; 2] = [2 << 20, 1 << 30];
 
 /// Host nodes a `host_node` may name: QEMU's `host-nodes` takes node ids below 128.
-pub const MAX_HOST_NODES: u32 = 128;
+pub(crate) const MAX_HOST_NODES: u32 = 128;
 
 /// What is wrong with a topology file, for callers that match on it; the message has details.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InvalidKind {
+pub(crate) enum InvalidKind {
     Name,
     Hugepages,
     NameMismatch,
@@ -129,7 +129,7 @@ pub enum InvalidKind {
 
 /// Errors from loading or finding a topology. Every message starts with the file (or directory).
 #[derive(Debug, thiserror::Error)]
-pub enum TopologyError {
+pub(crate) enum TopologyError {
     #[error("{}: cannot read topology file: {error}", file.display())]
     Read {
         file: PathBuf,
@@ -204,7 +204,8 @@ impl From<TopologyError> for crate::Error {
 
 impl TopologyError {
     /// The validation problem, if this is one.
-    pub fn kind(&self) -> Option<InvalidKind> {
+    #[cfg(test)]
+    pub(crate) fn kind(&self) -> Option<InvalidKind> {
         match self {
             TopologyError::Invalid { kind, .. } => Some(*kind),
             _ => None,
@@ -215,8 +216,11 @@ impl TopologyError {
 /// A NUMA node as declared (id = position in the file).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
+    /// Its id (its position in the file).
     pub id: u32,
+    /// Its CPUs.
     pub cpus: Vec<u32>,
+    /// Its memory.
     pub memory_bytes: u64,
     /// The host NUMA node its memory is bound to (`host_node`; QEMU `host-nodes`,
     /// `policy=bind`), if the file says.
@@ -226,15 +230,18 @@ pub struct Node {
 /// A last-level-cache group (id = position in the file, or the socket when none are declared).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Llc {
+    /// Its id.
     pub id: u32,
+    /// The node it is in.
     pub node: u32,
+    /// The socket it is in.
     pub socket: u32,
     /// A contiguous, sorted range of CPU ids.
     pub cpus: Vec<u32>,
 }
 
-/// A validated machine shape. Construct it with [`Topology::load`], [`Topology::by_name`] or
-/// [`Topology::from_toml_str`]; every instance satisfies the rules in the module docs.
+/// A validated machine shape. Construct it with `Topology::load`, [`Topology::by_name`] or
+/// `Topology::from_toml_str`; every instance satisfies the rules in the module docs.
 #[derive(Debug, Clone)]
 pub struct Topology {
     file: PathBuf,
@@ -313,7 +320,7 @@ fn default_one() -> u32 {
 
 /// The directory [`Topology::by_name`] searches: `$LAB_TOPOLOGIES_DIR`, else the repository's
 /// `topologies/`.
-pub fn topologies_dir() -> PathBuf {
+pub(crate) fn topologies_dir() -> PathBuf {
     match std::env::var_os(TOPOLOGIES_DIR_ENV) {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
         _ => crate::repo_path("topologies"),
@@ -322,7 +329,7 @@ pub fn topologies_dir() -> PathBuf {
 
 impl Topology {
     /// Reads and validates a topology file. Its `name` must equal the file name minus `.toml`.
-    pub fn load(path: impl AsRef<Path>) -> Result<Self, TopologyError> {
+    pub(crate) fn load(path: impl AsRef<Path>) -> Result<Self, TopologyError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|error| TopologyError::Read {
             file: path.to_path_buf(),
@@ -344,8 +351,15 @@ impl Topology {
         Ok(topology)
     }
 
-    /// Finds `NAME.toml` in [`topologies_dir`] and loads it.
-    pub fn by_name(name: &str) -> Result<Self, TopologyError> {
+    /// Finds `NAME.toml` in the topologies directory (`LAB_TOPOLOGIES_DIR`, else `topologies/`
+    /// in the checkout) and loads it; a missing or invalid file is [`crate::Error::BadInput`],
+    /// naming the file and the field.
+    pub fn by_name(name: &str) -> Result<Self, crate::Error> {
+        Self::find(name).map_err(crate::Error::from)
+    }
+
+    /// [`Topology::by_name`], with the topology module's own error.
+    pub(crate) fn find(name: &str) -> Result<Self, TopologyError> {
         let dir = topologies_dir();
         let valid_name = !name.is_empty()
             && !name.starts_with('.')
@@ -368,9 +382,9 @@ impl Topology {
         Self::load(path)
     }
 
-    /// Names of the topologies in [`topologies_dir`], sorted.
-    pub fn list() -> Result<Vec<String>, TopologyError> {
-        Self::list_in(&topologies_dir())
+    /// Names of the topologies [`Topology::by_name`] finds, sorted.
+    pub fn list() -> Result<Vec<String>, crate::Error> {
+        Self::list_in(&topologies_dir()).map_err(crate::Error::from)
     }
 
     fn list_in(dir: &Path) -> Result<Vec<String>, TopologyError> {
@@ -394,8 +408,13 @@ impl Topology {
     /// A plain shape without a file, for `lab run --cpus N --memory SIZE [--nodes K]`: `cpus`
     /// vCPUs and `memory` split evenly over `nodes` NUMA nodes (one socket, one LLC each, no
     /// SMT, distances 10/20, `qemu64`). Validated like a file: CPUs must divide among the nodes
-    /// and memory must split into whole MiB.
-    pub fn quick(cpus: u32, memory: &str, nodes: u32) -> Result<Self, TopologyError> {
+    /// and memory must split into whole MiB ([`crate::Error::BadInput`] otherwise).
+    pub fn quick(cpus: u32, memory: &str, nodes: u32) -> Result<Self, crate::Error> {
+        Self::quick_shape(cpus, memory, nodes).map_err(crate::Error::from)
+    }
+
+    /// [`Topology::quick`], with the topology module's own error.
+    fn quick_shape(cpus: u32, memory: &str, nodes: u32) -> Result<Self, TopologyError> {
         let bad = |field: &str, kind: InvalidKind, message: String| TopologyError::Invalid {
             file: PathBuf::from("the command line"),
             field: field.to_string(),
@@ -453,7 +472,10 @@ impl Topology {
 
     /// Parses and validates topology TOML; `file` is only used in error messages and
     /// [`Topology::file`]. Unlike [`Topology::load`] it does not compare `name` to the file name.
-    pub fn from_toml_str(text: &str, file: impl Into<PathBuf>) -> Result<Self, TopologyError> {
+    pub(crate) fn from_toml_str(
+        text: &str,
+        file: impl Into<PathBuf>,
+    ) -> Result<Self, TopologyError> {
         let file = file.into();
         let raw: RawTopology = toml::from_str(text).map_err(|error| TopologyError::Syntax {
             file: file.clone(),
@@ -468,26 +490,30 @@ impl Topology {
         self.pinned_by.get(&vcpu)
     }
 
-    pub fn file(&self) -> &Path {
+    pub(crate) fn file(&self) -> &Path {
         &self.file
     }
     /// The file's text, e.g. to hash it into a result's manifest.
-    pub fn source_text(&self) -> &str {
+    pub(crate) fn source_text(&self) -> &str {
         &self.source_text
     }
+    /// The topology's name (its file's stem).
     pub fn name(&self) -> &str {
         &self.name
     }
+    /// One line on what it models.
     pub fn description(&self) -> &str {
         &self.description
     }
+    /// QEMU's `-cpu` model.
     pub fn cpu_model(&self) -> &str {
         &self.cpu_model
     }
-    /// Declared sockets (the guest may see more: see [`Mapping::LlcAsSocket`]).
+    /// Declared sockets (the guest may see more: see `Mapping::LlcAsSocket`).
     pub fn sockets(&self) -> u32 {
         self.sockets
     }
+    /// SMT threads per core.
     pub fn threads_per_core(&self) -> u32 {
         self.threads_per_core
     }
@@ -495,24 +521,26 @@ impl Topology {
     pub fn nr_cpus(&self) -> u32 {
         self.nodes.iter().map(|n| n.cpus.len() as u32).sum()
     }
-    pub fn cpus_per_socket(&self) -> u32 {
+    pub(crate) fn cpus_per_socket(&self) -> u32 {
         self.nr_cpus() / self.sockets
     }
+    /// The NUMA nodes, by id.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
     }
+    /// The LLC groups, by id.
     pub fn llcs(&self) -> &[Llc] {
         &self.llcs
     }
     /// Whether the file declared `[[llc]]` groups (otherwise each socket is one LLC).
-    pub fn llcs_declared(&self) -> bool {
+    pub(crate) fn llcs_declared(&self) -> bool {
         self.llcs_declared
     }
     /// The full distance matrix, defaults filled in.
     pub fn distances(&self) -> &[Vec<u32>] {
         &self.distances
     }
-    pub fn distances_declared(&self) -> bool {
+    pub(crate) fn distances_declared(&self) -> bool {
         self.distances_declared
     }
     /// The host hugepage size guest memory comes from (`hugepages`), if the file asks for it.
@@ -520,13 +548,14 @@ impl Topology {
         self.hugepage_bytes
     }
     /// vCPU -> host CPU; empty when the file pins nothing.
-    pub fn pinning(&self) -> &BTreeMap<u32, u32> {
+    pub(crate) fn pinning(&self) -> &BTreeMap<u32, u32> {
         &self.pinning
     }
 
-    pub fn mapping(&self) -> Mapping {
+    pub(crate) fn mapping(&self) -> Mapping {
         self.mapping
     }
+    /// The guest's memory, every node together.
     pub fn total_memory_bytes(&self) -> u64 {
         self.nodes.iter().map(|n| n.memory_bytes).sum()
     }
@@ -598,7 +627,7 @@ impl Check<'_> {
 }
 
 /// Parses a memory size: bytes, or a number with a binary K/M/G/T suffix (optionally `iB`).
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, suffix) = t.split_at(split);
@@ -623,7 +652,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 /// Formats bytes for people: "2 GiB", "1536 MiB", "4096 B".
-pub fn format_size(bytes: u64) -> String {
+pub(crate) fn format_size(bytes: u64) -> String {
     const GIB: u64 = 1 << 30;
     if bytes >= GIB && bytes.is_multiple_of(GIB) {
         format!("{} GiB", bytes / GIB)

@@ -21,6 +21,7 @@ use crate::kernel::{BootSettings, BuildOptions, ReadyKernel};
 /// One column of a comparison.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Variant {
+    /// The column's name in tables and records (`v6.12@feature=NO_RUN_TO_PARITY`).
     pub name: String,
     /// Kernel recipe name (`images/kernels/<kernel>.toml`) or `debian`.
     pub kernel: String,
@@ -60,6 +61,7 @@ impl Variant {
         self.change(|v| v.settings.cmdline.push(arg.to_string()))
     }
 
+    /// Adds a sysctl written once the guest is up (`kernel.sched_autogroup_enabled`, `0`).
     pub fn with_sysctl(self, key: &str, value: &str) -> Variant {
         self.change(|v| {
             v.settings
@@ -106,7 +108,7 @@ impl Variant {
 
     /// Checks the kernel name, settings, parameter names and the name; the runner calls it
     /// before building anything.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.kernel != crate::kernel::DEBIAN {
             crate::kernel::recipe::validate_name(&self.kernel)
                 .map_err(|e| e.context(format!("variant {}", self.name)))?;
@@ -143,7 +145,7 @@ impl Variant {
     }
 
     /// Finds or builds the variant's kernel and merges its settings onto the recipe's. Blocking.
-    pub fn prepare(&self, cache: &Cache, opts: &BuildOptions) -> Result<ReadyKernel> {
+    pub(crate) fn prepare(&self, cache: &Cache, opts: &BuildOptions) -> Result<ReadyKernel> {
         self.validate()?;
         crate::kernel::prepare(cache, &self.kernel, &self.settings, opts)
             .map_err(|e| e.context(format!("variant {}", self.name)))

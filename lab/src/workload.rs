@@ -2,13 +2,16 @@
 //! one seed S1 needs: every parameter of the seed run, run through the module's sysfs
 //! interface, its summary lines parsed per thread, and its failure lines surfaced as errors.
 
-mod fio;
+pub(crate) mod fio;
 mod hackbench;
 mod numa01;
 
-pub use fio::{Fio, FioDirection, FioJob, FioResult, FioTarget};
-pub use hackbench::{Hackbench, HackbenchResult};
-pub use numa01::{Numa01, Numa01Result};
+pub use fio::Fio;
+pub(crate) use fio::{FioResult, FioTarget};
+pub use hackbench::Hackbench;
+pub(crate) use hackbench::HackbenchResult;
+pub use numa01::Numa01;
+pub(crate) use numa01::Numa01Result;
 
 use std::time::Duration;
 
@@ -21,14 +24,21 @@ use crate::vm::Vm;
 /// `dmatest` module parameters (see `drivers/dma/dmatest.c`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Dmatest {
+    /// Copies per thread.
     pub iterations: u32,
     /// Per-transfer timeout in milliseconds.
     pub timeout_ms: u32,
+    /// Bytes of each test buffer.
     pub test_buf_size: u32,
+    /// Bytes per transfer.
     pub transfer_size: u32,
+    /// Every transfer `transfer_size` bytes (no random sizes).
     pub norandom: bool,
+    /// Skip checking the copied data.
     pub noverify: bool,
+    /// Poll for completion instead of waiting for the interrupt.
     pub polled: bool,
+    /// Threads per channel.
     pub threads_per_chan: u32,
     /// Channel to test (`dma0chan0`); empty means any.
     pub channel: String,
@@ -54,31 +64,37 @@ impl Dmatest {
         }
     }
 
+    /// Skips checking the copied data.
     pub fn noverify(mut self, on: bool) -> Self {
         self.noverify = on;
         self
     }
 
+    /// Polls for completion instead of waiting for the interrupt.
     pub fn polled(mut self, on: bool) -> Self {
         self.polled = on;
         self
     }
 
+    /// `n` threads per channel.
     pub fn threads_per_chan(mut self, n: u32) -> Self {
         self.threads_per_chan = n;
         self
     }
 
+    /// Only channel `name` (`dma0chan0`; empty: any).
     pub fn channel(mut self, name: &str) -> Self {
         self.channel = name.to_string();
         self
     }
 
+    /// At most `n` channels at once (0: every one that matches).
     pub fn max_channels(mut self, n: u32) -> Self {
         self.max_channels = n;
         self
     }
 
+    /// `n` copies per thread.
     pub fn iterations(mut self, n: u32) -> Self {
         self.iterations = n;
         self
@@ -94,7 +110,7 @@ impl Dmatest {
 
     /// Refuses what dmatest would refuse only inside the guest (where a bad value shows up as a
     /// thread that never starts), naming the parameter.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if self.iterations == 0 {
             bail!("iterations is 0: dmatest would run until stopped");
         }
@@ -145,7 +161,7 @@ impl Dmatest {
     /// 200 ms) away from the CPUs under observation, so a busy poller never stands in for the
     /// scheduler's choice. A precaution: the drift once blamed on it turned out to be the
     /// widen-before-wakeup bug above.
-    pub fn script(&self, start_cpu: Option<u32>, control_cpu: Option<u32>) -> String {
+    pub(crate) fn script(&self, start_cpu: Option<u32>, control_cpu: Option<u32>) -> String {
         let control = match control_cpu {
             Some(cpu) => format!("taskset -p -c {cpu} $$ > /dev/null\n"),
             None => String::new(),
@@ -223,15 +239,20 @@ const STARTED_TAG: &str = "lab-dmatest-started";
 pub struct DmatestThread {
     /// e.g. `dma0chan0-copy0`.
     pub thread: String,
+    /// Copies it made.
     pub tests: u64,
+    /// Copies that failed.
     pub failures: u64,
+    /// Copies per second.
     pub iops: f64,
+    /// KB copied per second.
     pub kb_per_s: f64,
 }
 
 /// The parsed outcome of one dmatest run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DmatestResult {
+    /// One summary per thread.
     pub threads: Vec<DmatestThread>,
     /// Threads dmatest said it started (from the lab's script; None for a bare log).
     #[serde(default)]
@@ -241,7 +262,7 @@ pub struct DmatestResult {
 impl DmatestResult {
     /// Parses dmesg lines. Any failure line (`result #N: 'test timed out'`, `data error`, ...)
     /// or a thread with failures is an error quoting those lines.
-    pub fn parse(log: &str) -> Result<DmatestResult> {
+    pub(crate) fn parse(log: &str) -> Result<DmatestResult> {
         let mut threads = Vec::new();
         let mut failures = Vec::new();
         let mut started = None;
@@ -287,7 +308,7 @@ impl DmatestResult {
     /// Every started thread reported and ran all `iterations`: a short run (a thread that hit
     /// dmatest's own timeout or stopped early) refuses the boot's sample
     /// ([`crate::sample::reject`]), naming the thread.
-    pub fn check_complete(&self, iterations: u32) -> Result<()> {
+    pub(crate) fn check_complete(&self, iterations: u32) -> Result<()> {
         if let Some(started) = self.started {
             if self.threads.len() as u64 != started {
                 return Err(crate::sample::reject(format!(
@@ -311,10 +332,12 @@ impl DmatestResult {
         Ok(())
     }
 
+    /// Copies of every thread.
     pub fn total_tests(&self) -> u64 {
         self.threads.iter().map(|t| t.tests).sum()
     }
 
+    /// Copies per second of every thread together.
     pub fn total_iops(&self) -> f64 {
         self.threads.iter().map(|t| t.iops).sum()
     }

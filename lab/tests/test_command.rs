@@ -14,9 +14,17 @@ fn lab_binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_lab")))
 }
 
-/// The version `.config/nextest.toml` asks for.
+/// The version `.config/nextest.toml` asks for: its `nextest-version`, `"X.Y.Z"` or
+/// `{ required = "X.Y.Z", ... }`.
 fn required() -> String {
-    lab::nextest::repository_version().unwrap().to_string()
+    let text = std::fs::read_to_string(lab::repo_path(".config/nextest.toml")).unwrap();
+    let table: toml::Table = toml::from_str(&text).unwrap();
+    let version = match &table["nextest-version"] {
+        toml::Value::Table(t) => t["required"].clone(),
+        other => other.clone(),
+    };
+    let version = version.as_str().expect("nextest-version \"X.Y.Z\"");
+    semver::Version::parse(version).unwrap().to_string()
 }
 
 /// A cargo that answers `nextest --version` with the version in `state/installed` (none: "no

@@ -50,10 +50,10 @@ pub async fn boot(runs: usize, topology: &str) -> Result<BootBench> {
 /// The timings of [`boot`], alternating runs of each side.
 #[derive(Debug, Clone)]
 pub struct BootBench {
-    pub topology: String,
-    pub accel: String,
-    pub lab: Vec<Duration>,
-    pub hand_written: Vec<Duration>,
+    pub(crate) topology: String,
+    pub(crate) accel: String,
+    pub(crate) lab: Vec<Duration>,
+    pub(crate) hand_written: Vec<Duration>,
 }
 
 impl BootBench {

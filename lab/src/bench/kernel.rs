@@ -26,7 +26,7 @@ pub const DEFAULT_VARIANT: &str = "v6.12+wake-affine-idle-revert";
 
 /// One build as its manifest records it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct KernelBuild {
+pub(crate) struct KernelBuild {
     pub recipe: String,
     pub key: String,
     pub seconds: f64,
@@ -51,7 +51,7 @@ impl KernelBuild {
 
     /// `992.8 s = 16 min 33 s (cold, make -j2, entry a91fe3ef08)`, with the share of `base`'s
     /// cold build when given.
-    pub fn text(&self, base: Option<&KernelBuild>) -> String {
+    pub(crate) fn text(&self, base: Option<&KernelBuild>) -> String {
         let how = match &self.incremental_from {
             None => "cold".to_string(),
             Some(key) => format!("from the tree of {}", &key[..key.len().min(10)]),
@@ -85,17 +85,18 @@ impl KernelBuild {
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelTimes {
     /// Where the figures come from ("the cache at ..." or "built now ...").
-    pub source: String,
-    pub base_recipe: String,
-    pub variant_recipe: String,
-    pub base: Option<KernelBuild>,
-    pub variant: Option<KernelBuild>,
+    pub(crate) source: String,
+    pub(crate) base_recipe: String,
+    pub(crate) variant_recipe: String,
+    pub(crate) base: Option<KernelBuild>,
+    pub(crate) variant: Option<KernelBuild>,
     /// The entry the variant's build started from, when still cached (its share of cold is
     /// taken against that build, which need not be `base`'s newest).
-    pub variant_from: Option<KernelBuild>,
+    pub(crate) variant_from: Option<KernelBuild>,
 }
 
 impl KernelTimes {
+    /// The times as `lab bench kernel` prints them.
     pub fn render(&self) -> String {
         let line =
             |recipe: &str, build: &Option<KernelBuild>, base: Option<&KernelBuild>| match build {
@@ -114,7 +115,7 @@ impl KernelTimes {
 }
 
 /// `lab bench kernel`: the times of `base` and `variant` in the lab's cache, from its manifests,
-/// or, with `build_now`, built now into a temporary cache ([`cold`]).
+/// or, with `build_now`, built now into a temporary cache (`cold`).
 pub async fn times(
     lab_exe: &Path,
     build_now: bool,
@@ -131,7 +132,7 @@ pub async fn times(
 }
 
 /// The builds of `base` and `variant` recorded in `cache`.
-pub fn from_cache(cache: &Cache, base: &str, variant: &str) -> Result<KernelTimes> {
+pub(crate) fn from_cache(cache: &Cache, base: &str, variant: &str) -> Result<KernelTimes> {
     let current = kernel::current_keys(cache, &BuildOptions::default())?;
     let entries = kernel::list(cache)?;
     let variant_build = pick(&entries, &current, variant);
@@ -174,7 +175,12 @@ fn pick(
 
 /// Builds `base` cold and then `variant` from its tree, by running `lab_exe kernel build` with a
 /// temporary `LAB_CACHE_DIR` (see the module's documentation); returns their manifests' times.
-pub async fn cold(cache: &Cache, lab_exe: &Path, base: &str, variant: &str) -> Result<KernelTimes> {
+pub(crate) async fn cold(
+    cache: &Cache,
+    lab_exe: &Path,
+    base: &str,
+    variant: &str,
+) -> Result<KernelTimes> {
     let parent = cache.root().join(".bench");
     std::fs::create_dir_all(&parent)?;
     let tmp = tempfile::Builder::new()

@@ -2,7 +2,7 @@
 //! (never asserted in tests: the machines are shared and noisy). One module per noun:
 //!
 //! - [`boot`]: boot to the first command, the lab against a hand-written QEMU line;
-//! - [`run`]: `lab run -- true` as a whole process against a hand-written QEMU line that boots
+//! - `run`: `lab run -- true` as a whole process against a hand-written QEMU line that boots
 //!   the same kernel and initramfs, runs the same command and powers off;
 //! - [`kernel`]: cold and one-patch kernel build times, read from the cache's manifests or
 //!   measured by building into a temporary cache;
@@ -11,9 +11,9 @@
 //!
 //! [`Overview`] puts every row of the lab's speed targets into one table (`lab bench`).
 
-pub mod boot;
+pub(crate) mod boot;
 pub mod kernel;
-pub mod run;
+pub(crate) mod run;
 pub mod suite;
 
 use std::fmt::Write as _;
@@ -26,7 +26,7 @@ pub use boot::{boot, BootBench};
 
 /// Min, median and max of a sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Spread {
+pub(crate) struct Spread {
     pub min: f64,
     pub median: f64,
     pub max: f64,
@@ -34,7 +34,7 @@ pub struct Spread {
 
 impl Spread {
     /// `None` for an empty sample. The median of an even count is the mean of the middle two.
-    pub fn of(samples: &[f64]) -> Option<Spread> {
+    pub(crate) fn of(samples: &[f64]) -> Option<Spread> {
         if samples.is_empty() {
             return None;
         }
@@ -53,13 +53,13 @@ impl Spread {
         })
     }
 
-    pub fn of_durations(samples: &[Duration]) -> Option<Spread> {
+    pub(crate) fn of_durations(samples: &[Duration]) -> Option<Spread> {
         let secs: Vec<f64> = samples.iter().map(Duration::as_secs_f64).collect();
         Spread::of(&secs)
     }
 
     /// `median (min-max)` with `digits` decimals.
-    pub fn text(&self, digits: usize) -> String {
+    pub(crate) fn text(&self, digits: usize) -> String {
         format!(
             "{:.digits$} ({:.digits$}-{:.digits$})",
             self.median, self.min, self.max
@@ -69,7 +69,7 @@ impl Spread {
 
 /// The host's state when a benchmark ran, for reading its figures.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HostNote {
+pub(crate) struct HostNote {
     pub cores: usize,
     /// 1-minute load average at the start and at the end.
     pub load_before: Option<f64>,
@@ -80,7 +80,7 @@ pub struct HostNote {
 
 impl HostNote {
     /// The host now; call [`HostNote::finish`] when the measurement is over.
-    pub fn start() -> HostNote {
+    pub(crate) fn start() -> HostNote {
         HostNote {
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             load_before: load_average(),
@@ -89,11 +89,11 @@ impl HostNote {
         }
     }
 
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         self.load_after = load_average();
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let load = |l: Option<f64>| l.map_or("?".to_string(), |l| format!("{l:.2}"));
         format!(
             "{} cores, load {} at the start, {} at the end; {} build of lab",
@@ -106,7 +106,7 @@ impl HostNote {
 }
 
 /// The 1-minute load average.
-pub fn load_average() -> Option<f64> {
+pub(crate) fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .ok()?
         .split_whitespace()
@@ -117,7 +117,7 @@ pub fn load_average() -> Option<f64> {
 
 /// "debug" or "release": how this lab binary was compiled (what `lab bench run` measures, since
 /// it runs this same binary).
-pub fn build_profile() -> &'static str {
+pub(crate) fn build_profile() -> &'static str {
     if cfg!(debug_assertions) {
         "debug"
     } else {
@@ -125,11 +125,11 @@ pub fn build_profile() -> &'static str {
     }
 }
 
-/// `lab bench run`: [`run::run`] with the host's state around it.
+/// `lab bench run`: `run::run` with the host's state around it.
 #[derive(Debug, Clone)]
 pub struct RunReport {
-    pub host: HostNote,
-    pub bench: run::RunBench,
+    pub(crate) host: HostNote,
+    pub(crate) bench: run::RunBench,
 }
 
 impl RunReport {
@@ -143,7 +143,7 @@ impl RunReport {
     }
 }
 
-/// Measures `lab_exe run -- true` against the hand-written line ([`run::run`]), noting the host.
+/// Measures `lab_exe run -- true` against the hand-written line (`run::run`), noting the host.
 pub async fn run_report(lab_exe: &Path, runs: usize, topology: &str) -> Result<RunReport> {
     let mut host = HostNote::start();
     let bench = run::run(lab_exe, runs, topology).await?;
@@ -182,11 +182,11 @@ pub async fn overview(
 /// Every row of the lab's speed targets, from one `lab bench`.
 #[derive(Debug, Clone)]
 pub struct Overview {
-    pub host: HostNote,
-    pub run: run::RunBench,
-    pub kernels: kernel::KernelTimes,
+    pub(crate) host: HostNote,
+    pub(crate) run: run::RunBench,
+    pub(crate) kernels: kernel::KernelTimes,
     /// The last nextest run of each profile that left a JUnit report.
-    pub suites: Vec<suite::SuiteRun>,
+    pub(crate) suites: Vec<suite::SuiteRun>,
 }
 
 /// A row of the targets table.
@@ -297,7 +297,7 @@ impl Overview {
 }
 
 /// `12 min 5 s`.
-pub fn minutes(seconds: f64) -> String {
+pub(crate) fn minutes(seconds: f64) -> String {
     let s = seconds.round() as u64;
     if s < 60 {
         format!("{s} s")

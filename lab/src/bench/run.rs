@@ -31,11 +31,11 @@ use crate::run::RunTimings;
 use crate::{BootOptions, Lab};
 
 /// The command both sides run.
-pub const COMMAND: &str = "true";
+pub(crate) const COMMAND: &str = "true";
 
 /// One lab-side run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RunSample {
+pub(crate) struct RunSample {
     /// Spawn to exit, measured from outside.
     pub whole: Duration,
     pub timings: RunTimings,
@@ -43,14 +43,14 @@ pub struct RunSample {
 
 impl RunSample {
     /// The lab's own overhead: the whole process minus the guest's boot.
-    pub fn overhead_s(&self) -> f64 {
+    pub(crate) fn overhead_s(&self) -> f64 {
         self.whole.as_secs_f64() - self.timings.boot_s
     }
 }
 
 /// The timings of [`run`].
 #[derive(Debug, Clone)]
-pub struct RunBench {
+pub(crate) struct RunBench {
     pub topology: String,
     pub accel: String,
     pub kernel: String,
@@ -63,7 +63,7 @@ pub struct RunBench {
 }
 
 /// Runs `lab_exe run -- true` and the hand-written line `runs` times each, alternating.
-pub async fn run(lab_exe: &Path, runs: usize, topology: &str) -> Result<RunBench> {
+pub(crate) async fn run(lab_exe: &Path, runs: usize, topology: &str) -> Result<RunBench> {
     if runs == 0 {
         bail!("--runs must be at least 1");
     }
@@ -132,7 +132,7 @@ async fn lab_run(lab_exe: &Path, topology: &str, scratch: &Path, i: usize) -> Re
 
 /// The kernel command line of the hand-written side: the lab's, with busybox's shell as init
 /// running the command and powering off (see the module's documentation).
-pub fn hand_written_cmdline(lab_cmdline: &[String]) -> String {
+pub(crate) fn hand_written_cmdline(lab_cmdline: &[String]) -> String {
     let mut words: Vec<String> = lab_cmdline
         .iter()
         .filter(|w| !w.starts_with("rdinit="))
@@ -240,23 +240,23 @@ fn shell_line(cmd: &std::process::Command) -> String {
 }
 
 impl RunBench {
-    pub fn lab_whole(&self) -> Option<Spread> {
+    pub(crate) fn lab_whole(&self) -> Option<Spread> {
         let whole: Vec<Duration> = self.lab.iter().map(|s| s.whole).collect();
         Spread::of_durations(&whole)
     }
 
-    pub fn hand_written_whole(&self) -> Option<Spread> {
+    pub(crate) fn hand_written_whole(&self) -> Option<Spread> {
         Spread::of_durations(&self.hand_written)
     }
 
     /// The lab's own overhead per run: whole process minus the guest's boot.
-    pub fn overhead(&self) -> Option<Spread> {
+    pub(crate) fn overhead(&self) -> Option<Spread> {
         let o: Vec<f64> = self.lab.iter().map(RunSample::overhead_s).collect();
         Spread::of(&o)
     }
 
     /// lab / hand-written, pair by pair (run i of each side ran back to back).
-    pub fn ratio(&self) -> Option<Spread> {
+    pub(crate) fn ratio(&self) -> Option<Spread> {
         let r: Vec<f64> = self
             .lab
             .iter()
@@ -272,7 +272,7 @@ impl RunBench {
     }
 
     /// The table the CLI prints: each side's whole process, the lab's phases, the ratio.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = format!(
             "`lab run -- {COMMAND}` vs hand-written QEMU: {}, {}, kernel {}, {} build of lab, \
              {} runs each, interleaved (seconds)\n",

@@ -19,14 +19,14 @@ use anyhow::{Context, Result};
 use crate::cache::Cache;
 
 /// Nextest profiles whose reports `lab bench` looks for.
-pub const PROFILES: &[&str] = &["default", "ci"];
+pub(crate) const PROFILES: &[&str] = &["default", "ci"];
 
 /// How many of the slowest tests the report lists.
 pub const SLOWEST: usize = 10;
 
 /// One test case of a report.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TestTime {
+pub(crate) struct TestTime {
     /// The test binary (`lab-scenarios::vm`, `lab`).
     pub binary: String,
     pub name: String,
@@ -37,7 +37,7 @@ pub struct TestTime {
 
 /// The tests of one binary.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BinarySum {
+pub(crate) struct BinarySum {
     pub binary: String,
     pub tests: usize,
     /// Sum of its test times (tests run in parallel, so the sums add up to more than the wall).
@@ -46,7 +46,7 @@ pub struct BinarySum {
 
 /// What a JUnit report says about one nextest run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct JunitRun {
+pub(crate) struct JunitRun {
     /// Start of the run, Unix seconds.
     pub started_unix: f64,
     /// The run's wall time, setup scripts included.
@@ -57,20 +57,20 @@ pub struct JunitRun {
 /// A run with where it came from and whether kernels were built during it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SuiteRun {
-    pub profile: String,
-    pub path: PathBuf,
-    pub started_unix: f64,
-    pub wall_s: f64,
-    pub tests: Vec<TestTime>,
+    pub(crate) profile: String,
+    pub(crate) path: PathBuf,
+    pub(crate) started_unix: f64,
+    pub(crate) wall_s: f64,
+    pub(crate) tests: Vec<TestTime>,
     /// Kernels whose builds finished during the run: (recipe, seconds).
-    pub kernels_built: Vec<(String, f64)>,
+    pub(crate) kernels_built: Vec<(String, f64)>,
     /// The run records written during the run.
-    pub records: Vec<RecordBoots>,
+    pub(crate) records: Vec<RecordBoots>,
 }
 
 /// What one run record written during a suite run cost.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RecordBoots {
+pub(crate) struct RecordBoots {
     pub comparison: String,
     pub path: PathBuf,
     /// Boots that gave a sample.
@@ -81,7 +81,7 @@ pub struct RecordBoots {
 
 /// The records under `results` whose files were last written between `start` and `end` (Unix
 /// seconds); a directory that does not exist has none.
-pub fn records_between(results: &Path, start: f64, end: f64) -> Result<Vec<RecordBoots>> {
+pub(crate) fn records_between(results: &Path, start: f64, end: f64) -> Result<Vec<RecordBoots>> {
     if !results.is_dir() {
         return Ok(Vec::new());
     }
@@ -113,7 +113,7 @@ pub fn records_between(results: &Path, start: f64, end: f64) -> Result<Vec<Recor
 }
 
 /// Parses a nextest JUnit report.
-pub fn parse_junit(xml: &str) -> Result<JunitRun> {
+pub(crate) fn parse_junit(xml: &str) -> Result<JunitRun> {
     let doc = crate::report::junit::parse(xml)?;
     let root = doc.root_element();
     let wall_s = number(root, "time")?;
@@ -159,7 +159,7 @@ fn number(node: roxmltree::Node, attribute: &str) -> Result<f64> {
 }
 
 /// Unix seconds of an RFC 3339 time (`2026-12-01T04:09:35.123+01:00`, or with `Z`).
-pub fn parse_rfc3339(text: &str) -> Option<f64> {
+pub(crate) fn parse_rfc3339(text: &str) -> Option<f64> {
     let (date, rest) = text.split_once('T')?;
     let mut d = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
     let (year, month, day) = (d.next()??, d.next()??, d.next()??);
@@ -196,7 +196,7 @@ pub fn parse_rfc3339(text: &str) -> Option<f64> {
 }
 
 /// `YYYY-MM-DD HH:MM UTC` of Unix seconds.
-pub fn utc_text(unix: f64) -> String {
+pub(crate) fn utc_text(unix: f64) -> String {
     let secs = unix.floor() as i64;
     let days = secs.div_euclid(86400);
     let tod = secs.rem_euclid(86400);
@@ -220,7 +220,7 @@ pub fn utc_text(unix: f64) -> String {
 /// Where nextest writes `profile`'s report: `<target dir>/nextest/<profile>/junit.xml`, the
 /// target dir being `CARGO_TARGET_DIR` or that of the workspace this lab was built from (not
 /// `LAB_REPO_DIR`'s: that one names where recipes are read, not where tests ran).
-pub fn junit_path(profile: &str) -> PathBuf {
+pub(crate) fn junit_path(profile: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -232,7 +232,7 @@ pub fn junit_path(profile: &str) -> PathBuf {
 
 /// The run a report describes, with the kernels `cache` built and the records written under
 /// `results` during it.
-pub fn read(profile: &str, path: &Path, cache: &Cache, results: &Path) -> Result<SuiteRun> {
+pub(crate) fn read(profile: &str, path: &Path, cache: &Cache, results: &Path) -> Result<SuiteRun> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let run = parse_junit(&text).with_context(|| format!("parsing {}", path.display()))?;
@@ -257,7 +257,7 @@ pub fn read(profile: &str, path: &Path, cache: &Cache, results: &Path) -> Result
 }
 
 /// The last run of every profile in [`PROFILES`] that left a report.
-pub fn last_runs(cache: &Cache, results: &Path) -> Result<Vec<SuiteRun>> {
+pub(crate) fn last_runs(cache: &Cache, results: &Path) -> Result<Vec<SuiteRun>> {
     PROFILES
         .iter()
         .map(|p| (p, junit_path(p)))
@@ -288,7 +288,7 @@ pub fn reports(profile: Option<&str>) -> Result<Vec<SuiteRun>> {
     Ok(runs)
 }
 
-/// Each run's [`SuiteRun::render`], a blank line between them.
+/// Each run's `SuiteRun::render`, a blank line between them.
 pub fn render_all(runs: &[SuiteRun], slowest: usize) -> String {
     runs.iter()
         .map(|run| run.render(slowest))
@@ -298,16 +298,16 @@ pub fn render_all(runs: &[SuiteRun], slowest: usize) -> String {
 
 impl SuiteRun {
     /// Whether kernels were built during the run (see the module's documentation).
-    pub fn is_cold(&self) -> bool {
+    pub(crate) fn is_cold(&self) -> bool {
         !self.kernels_built.is_empty()
     }
 
-    pub fn started_text(&self) -> String {
+    pub(crate) fn started_text(&self) -> String {
         utc_text(self.started_unix)
     }
 
     /// Test-time sums per binary, largest first.
-    pub fn binaries(&self) -> Vec<BinarySum> {
+    pub(crate) fn binaries(&self) -> Vec<BinarySum> {
         let mut sums: Vec<BinarySum> = Vec::new();
         for t in &self.tests {
             match sums.iter_mut().find(|s| s.binary == t.binary) {
@@ -331,7 +331,7 @@ impl SuiteRun {
     }
 
     /// The `n` slowest tests, slowest first.
-    pub fn slowest(&self, n: usize) -> Vec<&TestTime> {
+    pub(crate) fn slowest(&self, n: usize) -> Vec<&TestTime> {
         let mut tests: Vec<&TestTime> = self.tests.iter().collect();
         tests.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.name.cmp(&b.name)));
         tests.truncate(n);
@@ -339,7 +339,7 @@ impl SuiteRun {
     }
 
     /// The report: wall time, warm or cold, per-binary sums, the `slowest` slowest tests.
-    pub fn render(&self, slowest: usize) -> String {
+    pub(crate) fn render(&self, slowest: usize) -> String {
         let count = |o: &str| self.tests.iter().filter(|t| t.outcome == o).count();
         let mut out = format!(
             "suite run, nextest profile {} ({}), started {}:\n",

@@ -23,7 +23,7 @@ pub fn write(record: &BisectRecord, dir: &Path) -> Result<PathBuf> {
 }
 
 /// The page. A step whose record cannot be read shows its line without dots.
-pub fn render(record: &BisectRecord, dir: &Path) -> String {
+pub(crate) fn render(record: &BisectRecord, dir: &Path) -> String {
     // Per step: (label, point, samples) for each of its variants, base first.
     let mut rows: Vec<Vec<(String, usize, Vec<f64>)>> = Vec::new();
     for step in &record.steps {

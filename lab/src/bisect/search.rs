@@ -27,12 +27,12 @@ pub enum Class {
 
 impl Class {
     /// Whether the change the search looks for is in this point already.
-    pub fn changed(self) -> bool {
+    pub(crate) fn changed(self) -> bool {
         matches!(self, Class::BadLike | Class::Between)
     }
 
     /// How the bisect log says it.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Class::GoodLike => "good-like",
             Class::BadLike => "bad-like",
@@ -46,7 +46,7 @@ impl Class {
 /// A probe's class from its primary verdicts against the search's good end (`vs_good`) and bad
 /// end (`vs_bad`). A DIFFERENT against one end with an UNKNOWN against the other leans to the
 /// other end: the adaptive boots ran to the cap without separating the probe from it.
-pub fn classify(vs_good: Decision, vs_bad: Decision) -> Class {
+pub(crate) fn classify(vs_good: Decision, vs_bad: Decision) -> Class {
     use Decision::{Different, Same, Unknown};
     match (vs_good, vs_bad) {
         (Same | Unknown, Different) => Class::GoodLike,
@@ -58,7 +58,7 @@ pub fn classify(vs_good: Decision, vs_bad: Decision) -> Class {
 
 /// What to do next in a search between points `lo` (good) and `hi` (bad).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
     /// Build and boot this point.
     Probe(usize),
     /// Nothing left to probe: the change is in the points `lo + 1 ..= hi` (one point, a culprit,
@@ -71,7 +71,7 @@ pub enum Next {
 /// its `lo` the last good-like point before it. The probe is the untested point nearest the
 /// middle, or a point already built (`built`) within a sixth of the span of the middle, which
 /// saves a kernel build for at most a fraction of a probe's worth of information.
-pub fn next(
+pub(crate) fn next(
     lo: usize,
     hi: usize,
     classes: &BTreeMap<usize, Class>,

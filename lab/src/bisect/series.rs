@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::kernel::{Recipe, RecipeDirs};
 
 /// Where a bisect's patches go, inside its recipe directory's `patches/`.
-pub const PATCH_SUBDIR: &str = "bisect";
+pub(crate) const PATCH_SUBDIR: &str = "bisect";
 
 /// One step from point `k - 1` to point `k`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,7 +35,7 @@ pub struct Change {
 /// from a mail client) with one or more messages, or a directory of patch files taken in name
 /// order (`0001-...patch`). Messages without a diff (a cover letter) are left out. Each patch
 /// is written to `dirs.patches/bisect/NN-<slug>.patch`.
-pub fn from_series(path: &Path, dirs: &RecipeDirs) -> Result<Vec<Change>> {
+pub(crate) fn from_series(path: &Path, dirs: &RecipeDirs) -> Result<Vec<Change>> {
     let mut messages: Vec<(String, String)> = Vec::new();
     if path.is_dir() {
         let mut files: Vec<PathBuf> = fs::read_dir(path)
@@ -89,7 +89,7 @@ pub fn from_series(path: &Path, dirs: &RecipeDirs) -> Result<Vec<Change>> {
 
 /// The patches `bad` adds to `good`: `bad`'s patch list must start with `good`'s, on the same
 /// source and config, so that the points between them differ by patches only.
-pub fn from_recipes(good: &Recipe, bad: &Recipe) -> Result<Vec<Change>> {
+pub(crate) fn from_recipes(good: &Recipe, bad: &Recipe) -> Result<Vec<Change>> {
     let same_build = good.source == bad.source
         && good.defconfig == bad.defconfig
         && good.kconfig_targets == bad.kconfig_targets
@@ -130,7 +130,7 @@ pub fn from_recipes(good: &Recipe, bad: &Recipe) -> Result<Vec<Change>> {
 /// `dirs.patches/bisect/NN-<commit>.patch`. Applied in order on `good`'s tree they give each
 /// commit's tree (text files; a binary diff does not apply and its probe is skipped). Returns
 /// `good`'s full commit id too.
-pub fn from_git(
+pub(crate) fn from_git(
     repo: &Path,
     good: &str,
     bad: &str,

@@ -10,7 +10,7 @@ use super::{Attached, Attachment, Device, GuestDriver};
 
 /// QEMU's emulated NVMe controller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Nvme {
+pub(crate) struct Nvme {
     /// I/O queue pairs the controller offers (`max_ioqpairs`); with as many as the guest's CPUs
     /// each queue's interrupt gets a one-CPU mask, with fewer the masks span several CPUs.
     pub io_queues: u16,
@@ -22,7 +22,7 @@ pub struct Nvme {
 const MAX_IO_QUEUES: u16 = 128;
 
 impl Nvme {
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if !(1..=MAX_IO_QUEUES).contains(&self.io_queues) {
             bail!(
                 "nvme io_queues = {}: QEMU's controller takes 1 to {MAX_IO_QUEUES}",
@@ -42,7 +42,7 @@ impl Nvme {
 
     /// Creates one sparse raw file per namespace in `dir` (removed with the VM's scratch dir),
     /// after checking the file system can hold them once written.
-    pub fn create_backing_files(&self, index: usize, dir: &Path) -> Result<Vec<PathBuf>> {
+    pub(crate) fn create_backing_files(&self, index: usize, dir: &Path) -> Result<Vec<PathBuf>> {
         let total: u64 = self.namespaces.iter().sum();
         let free = free_bytes(dir)?;
         if total > free {
@@ -64,7 +64,7 @@ impl Nvme {
     }
 
     /// The controller at slot `addr` plus one `nvme-ns` per backing file.
-    pub fn qemu_args(&self, id: &str, addr: &str, files: &[PathBuf]) -> Vec<String> {
+    pub(crate) fn qemu_args(&self, id: &str, addr: &str, files: &[PathBuf]) -> Vec<String> {
         let mut args = vec![
             "-device".into(),
             format!(

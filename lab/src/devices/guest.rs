@@ -13,6 +13,7 @@ use crate::topology::{format_cpulist, parse_cpulist};
 pub struct Vector {
     /// Index in the device's vector list (MSI-X order).
     pub vector: usize,
+    /// Its Linux IRQ number (the `/proc/interrupts` row).
     pub irq: u32,
     /// The kernel spreads and owns this vector's affinity (`pci_alloc_irq_vectors_affinity`):
     /// writes to `smp_affinity_list` fail with EIO.
@@ -26,18 +27,22 @@ pub struct Vector {
 /// A bound device in the guest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BoundDevice {
+    /// Position in the VM's device list.
     pub index: usize,
+    /// Its PCI address in the guest (`0000:00:10.0`).
     pub pci_address: String,
+    /// The driver that bound it.
     pub driver: String,
     /// IRQ numbers by vector.
     pub irqs: Vec<u32>,
+    /// Its MSI-X vectors, in order.
     pub vectors: Vec<Vector>,
 }
 
 impl BoundDevice {
     /// What `lab run` shows of it: a line for the device, then one per vector with its IRQ,
     /// whether the kernel manages it, and its requested and effective CPUs.
-    pub fn describe(&self) -> Vec<String> {
+    pub(crate) fn describe(&self) -> Vec<String> {
         let mut lines = vec![format!(
             "device {} at {} bound by {}",
             self.index, self.pci_address, self.driver

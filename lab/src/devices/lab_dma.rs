@@ -17,7 +17,7 @@ use crate::process::{spawn_async_in_group, AsyncGroupChild};
 /// Which engine a device model emulates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Engine {
+pub(crate) enum Engine {
     /// Intel I/OAT (ioatdma), 1 to 4 channels.
     Ioat { channels: u8 },
     /// AMD PTDMA (ptdma), one queue.
@@ -26,14 +26,14 @@ pub enum Engine {
 
 impl Engine {
     /// The guest driver that binds it.
-    pub fn driver(&self) -> &'static str {
+    pub(crate) fn driver(&self) -> &'static str {
         match self {
             Engine::Ioat { .. } => "ioatdma",
             Engine::Ptdma => "ptdma",
         }
     }
 
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         match self {
             Engine::Ioat { channels } if !(1..=4).contains(channels) => {
                 bail!("ioat channels = {channels}: the model has 1 to 4")
@@ -58,7 +58,7 @@ impl Engine {
     /// with `cpus`, the model runs on those host CPUs only (a pinned topology's housekeeping
     /// set). Its log and its stderr go to files in `log_dir`, never to the lab's terminal.
     /// Returns the process (killed with its group on drop), the socket and the model's log.
-    pub async fn start(
+    pub(crate) async fn start(
         &self,
         binary: &Path,
         index: usize,
@@ -160,7 +160,7 @@ pub(crate) const DMA_READY: &str = "ls -d $dev/dma/dma*chan* > /dev/null 2>&1";
 
 /// What `lab-dma` logs when it cannot map a region of guest RAM the client offered
 /// (lab/dma/src/server.rs).
-pub const MAP_FAILED: &str = "DMA_MAP failed";
+pub(crate) const MAP_FAILED: &str = "DMA_MAP failed";
 
 /// A running `lab-dma` process (killed with its group when dropped) and its log.
 struct DeviceModel {
@@ -192,7 +192,7 @@ impl HostPart for DeviceModel {
 }
 
 /// QEMU's side: a `vfio-user-pci` client of the model's socket at PCI slot `addr`.
-pub fn qemu_args(id: &str, addr: &str, socket: &Path) -> Vec<String> {
+pub(crate) fn qemu_args(id: &str, addr: &str, socket: &Path) -> Vec<String> {
     vec![
         "-device".into(),
         serde_json::json!({
@@ -209,7 +209,7 @@ pub fn qemu_args(id: &str, addr: &str, socket: &Path) -> Vec<String> {
 /// executable (test binaries live in `deps/`, one level further down; `cargo nextest run
 /// --workspace` and `lab prepare` build it, and so does the CLI run from a checkout). The
 /// library never builds it: a missing binary is an error that says how to get one.
-pub fn locate() -> Result<PathBuf> {
+pub(crate) fn locate() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("LAB_DMA_BIN") {
         let path = PathBuf::from(path);
         if !path.is_file() {
@@ -231,7 +231,7 @@ pub fn locate() -> Result<PathBuf> {
 
 /// Where cargo puts `lab-dma` for the executable `exe`: its directory, or the one above for a
 /// test binary in `deps/`.
-pub fn beside(exe: &Path) -> Option<PathBuf> {
+pub(crate) fn beside(exe: &Path) -> Option<PathBuf> {
     let mut profile_dir = exe.parent()?.to_path_buf();
     if profile_dir.file_name().is_some_and(|n| n == "deps") {
         profile_dir.pop();

@@ -2,27 +2,27 @@
 //! (label, role, what the manifest records), how QEMU attaches it and what its host side is (a
 //! process, files, a claim on a host device, a traffic source), and how the guest finds it ready
 //! (driver, module, ready test). A [`DeviceSpec`] is a device plus the CPUs each of its
-//! interrupt vectors should be pinned to in the guest. [`attach`] starts a spec's host side and
+//! interrupt vectors should be pinned to in the guest. `attach` starts a spec's host side and
 //! gives a [`RunningDevice`]: the QEMU arguments and whatever must live as long as the guest.
 //! After boot, [`bind_and_pin`] waits for each device's guest driver, lists its MSI-X vectors
 //! and pins them; vectors the kernel manages are reported as such.
 //!
 //! The lab's own devices implement the trait like any other; a test file can define its own:
-//! - [`lab_dma`]: the emulated Intel I/OAT and AMD PTDMA engines (a `lab-dma` process served
+//! - `lab_dma`: the emulated Intel I/OAT and AMD PTDMA engines (a `lab-dma` process served
 //!   over vfio-user).
-//! - [`builtin`]: QEMU's own NVMe controller.
+//! - `builtin`: QEMU's own NVMe controller.
 //! - [`nic`]: QEMU's `virtio-net-pci` on a datagram socket the lab holds, so a scenario can send
 //!   traffic into the guest at a set rate ([`nic::Traffic`]).
 //! - [`passthrough`]: host devices by PCI address (`vfio-pci`), from the host file
-//!   ([`crate::hosts`]), read and written through [`sysfs`].
-//! - [`guest`]: the guest side (binding, vectors, pinning).
+//!   (`crate::hosts`), read and written through `sysfs`.
+//! - `guest`: the guest side (binding, vectors, pinning).
 
-pub mod builtin;
-pub mod guest;
-pub mod lab_dma;
+pub(crate) mod builtin;
+pub(crate) mod guest;
+pub(crate) mod lab_dma;
 pub mod nic;
 pub mod passthrough;
-pub mod sysfs;
+pub(crate) mod sysfs;
 
 use std::any::Any;
 use std::path::{Path, PathBuf};
@@ -35,11 +35,11 @@ use crate::cache::Cache;
 /// The attribute a [`Device`] implementation needs (`#[lab::devices::async_trait]`), so a test
 /// file defining its own device needs no dependency of its own for it.
 pub use async_trait::async_trait;
-pub use builtin::Nvme;
+pub(crate) use builtin::Nvme;
 pub use guest::{bind_and_pin, BoundDevice, Vector};
-pub use lab_dma::Engine;
-pub use nic::Nic;
-pub use passthrough::Passthrough;
+pub(crate) use lab_dma::Engine;
+pub(crate) use nic::Nic;
+pub(crate) use passthrough::Passthrough;
 
 /// A device a guest can be given. Implemented by the lab's devices and by any test that needs
 /// one of its own; the lab calls it in this order: [`Device::resolve`] and [`Device::validate`]
@@ -92,12 +92,16 @@ pub trait Device: std::fmt::Debug + Send + Sync + 'static {
 /// directory) that holds once the driver has finished setting it up, vectors included.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestDriver {
+    /// The driver that binds the PCI function (`ioatdma`, `nvme`, `virtio-pci`).
     pub driver: String,
+    /// The module to load first, if the driver is one.
     pub module: Option<String>,
+    /// A shell test on `$dev` that holds once the device is set up.
     pub ready_test: String,
 }
 
 impl GuestDriver {
+    /// A guest side from its three parts.
     pub fn new(driver: &str, module: Option<&str>, ready_test: &str) -> GuestDriver {
         GuestDriver {
             driver: driver.to_string(),
@@ -123,13 +127,13 @@ pub struct Attachment<'a> {
     /// The host CPUs a device process may run on (a pinned topology's housekeeping set).
     pub cpus: Option<&'a [u32]>,
     /// The host's parts the lab hands to devices.
-    pub host: &'a DeviceHost,
+    pub(crate) host: &'a DeviceHost,
 }
 
 /// What a device's host side needs from the lab on this host: passed in, never looked up from
 /// the environment by a device.
 #[derive(Debug, Clone)]
-pub struct DeviceHost {
+pub(crate) struct DeviceHost {
     /// The lab's cache (passthrough journals and group locks live there).
     pub cache: Cache,
     /// The host's sysfs (a test's fake tree elsewhere).
@@ -141,7 +145,7 @@ pub struct DeviceHost {
 
 impl DeviceHost {
     /// This host: `/sys`, and `lab-dma` beside the running executable (or `LAB_DMA_BIN`).
-    pub fn this_host(cache: Cache) -> DeviceHost {
+    pub(crate) fn this_host(cache: Cache) -> DeviceHost {
         DeviceHost {
             cache,
             sysfs: sysfs::Sysfs::host(),
@@ -153,6 +157,7 @@ impl DeviceHost {
 /// A started device's host side: QEMU's arguments and what lives as long as the guest.
 #[derive(Default)]
 pub struct Attached {
+    /// What QEMU is given for the device (`-device ...` and what it needs).
     pub qemu_args: Vec<String>,
     /// The device model's log, if it has a process.
     pub log: Option<PathBuf>,
@@ -171,6 +176,7 @@ pub trait HostPart: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The host side as `Any`, for [`RunningDevice::host_part`].
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -178,8 +184,8 @@ pub trait HostPart: Send + Sync + 'static {
 /// vector `i` of the device is pinned to in the guest.
 #[derive(Debug, Clone)]
 pub struct DeviceSpec {
-    pub device: Arc<dyn Device>,
-    pub irq_cpus: Vec<Option<Vec<u32>>>,
+    pub(crate) device: Arc<dyn Device>,
+    pub(crate) irq_cpus: Vec<Option<Vec<u32>>>,
 }
 
 /// Two specs are the same device when they describe alike and pin alike.
@@ -206,6 +212,7 @@ impl Serialize for DeviceSpec {
 }
 
 impl DeviceSpec {
+    /// A device of any type, its vectors not pinned.
     pub fn new(device: impl Device) -> DeviceSpec {
         DeviceSpec {
             device: Arc::new(device),
@@ -266,7 +273,7 @@ impl DeviceSpec {
 
     /// `replacement` in this device's place (same role), keeping this device's IRQ masks unless
     /// the replacement names its own: how a scenario runs on a passed-through device.
-    pub fn replaced_by(&self, replacement: &DeviceSpec, index: usize) -> Result<DeviceSpec> {
+    pub(crate) fn replaced_by(&self, replacement: &DeviceSpec, index: usize) -> Result<DeviceSpec> {
         if replacement.role() != self.role() {
             anyhow::bail!(
                 "device {index}: the scenario plans a {} ({}), which {} ({}) cannot replace",
@@ -294,7 +301,7 @@ impl DeviceSpec {
 
     /// Checks the spec against the guest before anything starts: every pinned CPU exists, and
     /// the device's own settings.
-    pub fn validate(&self, index: usize, nr_cpus: u32) -> Result<()> {
+    pub(crate) fn validate(&self, index: usize, nr_cpus: u32) -> Result<()> {
         for (vector, cpus) in self.irq_cpus.iter().enumerate() {
             for cpu in cpus.iter().flatten() {
                 if *cpu >= nr_cpus {
@@ -322,7 +329,7 @@ pub struct HostLookup {
 }
 
 impl HostLookup {
-    pub fn new(host: Option<&str>) -> HostLookup {
+    pub(crate) fn new(host: Option<&str>) -> HostLookup {
         HostLookup {
             name: host.map(str::to_string),
             file: None,
@@ -330,7 +337,7 @@ impl HostLookup {
     }
 
     /// The host file, read on first use.
-    pub fn host_file(&mut self) -> Result<&crate::hosts::HostFile> {
+    pub(crate) fn host_file(&mut self) -> Result<&crate::hosts::HostFile> {
         if self.file.is_none() {
             self.file = Some(crate::hosts::HostFile::select(self.name.as_deref())?);
         }
@@ -355,7 +362,7 @@ pub fn resolve(devices: &mut [DeviceSpec], host: Option<&str>) -> Result<()> {
 }
 
 /// Starts the host side of device `index` of a VM.
-pub async fn attach(
+pub(crate) async fn attach(
     spec: &DeviceSpec,
     index: usize,
     scratch: &Path,
@@ -468,12 +475,12 @@ impl std::str::FromStr for DeviceSpec {
 
 /// A device attached to one VM; its host side (process, files, socket) goes with the VM.
 pub struct RunningDevice {
-    pub spec: DeviceSpec,
-    pub index: usize,
+    pub(crate) spec: DeviceSpec,
+    pub(crate) index: usize,
     /// The QEMU arguments that attach it.
-    pub qemu_args: Vec<String>,
+    pub(crate) qemu_args: Vec<String>,
     /// The device model's log, if it has a process.
-    pub log: Option<PathBuf>,
+    pub(crate) log: Option<PathBuf>,
     /// Backing files in the VM's scratch dir.
     pub files: Vec<PathBuf>,
     host_part: Option<Box<dyn HostPart>>,
@@ -491,7 +498,7 @@ impl std::fmt::Debug for RunningDevice {
 
 impl RunningDevice {
     /// The guest's PCI address of this device (slots are assigned in device order).
-    pub fn pci_address(&self) -> String {
+    pub(crate) fn pci_address(&self) -> String {
         pci_address(self.index)
     }
 
@@ -501,7 +508,7 @@ impl RunningDevice {
     }
 
     /// What went wrong on the host side so far ([`HostPart::problems`]).
-    pub fn problems(&self) -> Vec<String> {
+    pub(crate) fn problems(&self) -> Vec<String> {
         self.host_part
             .as_ref()
             .map(|p| p.problems())
@@ -517,7 +524,7 @@ impl RunningDevice {
 /// Devices sit at fixed slots from here on, so the guest can find device N without guessing.
 const FIRST_SLOT: usize = 0x10;
 
-pub fn pci_address(index: usize) -> String {
+pub(crate) fn pci_address(index: usize) -> String {
     format!("0000:00:{:02x}.0", FIRST_SLOT + index)
 }
 

@@ -26,11 +26,11 @@ use super::{Attached, Attachment, Device, GuestDriver, HostPart};
 /// QEMU's virtio-net NIC (one queue pair: config, receive and transmit vectors), its traffic
 /// coming from the lab ([`Traffic`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Nic;
+pub(crate) struct Nic;
 
 /// The addresses of the NIC at device `index` and of the lab's end of its wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Addresses {
+pub(crate) struct Addresses {
     pub guest_mac: [u8; 6],
     pub guest_ip: Ipv4Addr,
     pub host_mac: [u8; 6],
@@ -38,7 +38,7 @@ pub struct Addresses {
 }
 
 impl Addresses {
-    pub fn for_index(index: usize) -> Addresses {
+    pub(crate) fn for_index(index: usize) -> Addresses {
         let n = (index & 0xff) as u8;
         Addresses {
             guest_mac: [0x52, 0x54, 0x00, 0x6c, 0x61, n],
@@ -123,9 +123,13 @@ pub fn guest_setup(pci_address: &str, index: usize) -> String {
 /// second (spread evenly; a late tick sends at once, so the average holds).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UdpFlow {
+    /// The guest's UDP port.
     pub port: u16,
+    /// Bytes of payload per datagram (at most 1472).
     pub payload: usize,
+    /// Datagrams per second.
     pub rate: f64,
+    /// How many datagrams.
     pub count: u64,
 }
 
@@ -133,8 +137,11 @@ pub struct UdpFlow {
 /// it took.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sent {
+    /// Datagrams handed to QEMU.
     pub frames: u64,
+    /// Datagrams QEMU's socket had no room for.
     pub dropped: u64,
+    /// From the first datagram to the last.
     pub elapsed: Duration,
 }
 
@@ -146,13 +153,13 @@ impl Sent {
 }
 
 /// The largest UDP payload in one Ethernet frame without fragments (1500 - 20 - 8).
-pub const MAX_PAYLOAD: usize = 1472;
+pub(crate) const MAX_PAYLOAD: usize = 1472;
 
 /// The lab's end of a NIC's wire: sends frames into the guest and counts what the guest sends.
 pub struct Traffic {
     socket: Arc<UnixDatagram>,
     qemu_end: PathBuf,
-    pub addresses: Addresses,
+    pub(crate) addresses: Addresses,
     from_guest: Arc<AtomicU64>,
     reader: tokio::task::JoinHandle<()>,
 }
@@ -252,7 +259,7 @@ impl HostPart for Traffic {
 
 /// One Ethernet II frame with an IPv4/UDP datagram from the lab's end to the guest's `port`;
 /// the payload starts with the datagram's sequence number (big-endian), zeros after it.
-pub fn udp_frame(a: &Addresses, port: u16, payload: usize, sequence: u64) -> Vec<u8> {
+pub(crate) fn udp_frame(a: &Addresses, port: u16, payload: usize, sequence: u64) -> Vec<u8> {
     let udp_len = 8 + payload;
     let ip_len = 20 + udp_len;
     let mut f = Vec::with_capacity(14 + ip_len);

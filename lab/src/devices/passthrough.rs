@@ -1,8 +1,8 @@
-//! Passthrough of host PCI devices to a guest with `vfio-pci`: a [`Claim`] on one device of
-//! the host file ([`crate::hosts`]) and its whole IOMMU group.
+//! Passthrough of host PCI devices to a guest with `vfio-pci`: a `Claim` on one device of
+//! the host file (`crate::hosts`) and its whole IOMMU group.
 //!
 //! Taking a device: the IOMMU must be on; the address must hold the host file's vendor:device
-//! ID; the host must not be using it ([`Sysfs::users`]: a mounted or held NVMe namespace, a
+//! ID; the host must not be using it (`Sysfs::users`: a mounted or held NVMe namespace, a
 //! dmaengine channel in use, an interface up); no other member of its IOMMU group may be in
 //! use while bound to a host driver (bridges stay as they are; members on `vfio-pci` or
 //! `pci-stub` are free). Then, with the group's lock held, the journal (`<cache>/passthrough/
@@ -12,7 +12,7 @@
 //! gives each member back its driver and override and removes the journal.
 //!
 //! A lab that was killed leaves its journal behind and its lock free (the kernel drops flocks
-//! of dead processes). [`restore_all`], run at every lab start and by `lab host restore`,
+//! of dead processes). `restore_all`, run at every lab start and by `lab host restore`,
 //! replays each journal whose lock is free; a claim on the same group replays it first too.
 //! Restoring is idempotent: a member already back on its driver is left alone.
 
@@ -29,7 +29,7 @@ use crate::hosts::{Bdf, HostDevice, HostFile, StandIn};
 /// A device on the command line, `passthrough:NAME`, and what the host file says it is once
 /// resolved ([`super::resolve`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Passthrough {
+pub(crate) struct Passthrough {
     /// The device's name in the host file.
     pub name: String,
     /// The host file's entry, filled in by [`super::resolve`] before boot.
@@ -39,7 +39,7 @@ pub struct Passthrough {
 
 /// One group member as it was before the lab took it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JournalEntry {
+pub(crate) struct JournalEntry {
     pub bdf: Bdf,
     /// The driver it was bound to (None: unbound).
     pub driver: Option<String>,
@@ -49,7 +49,7 @@ pub struct JournalEntry {
 
 /// What a claim changed, written before it changes anything.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Journal {
+pub(crate) struct Journal {
     /// The sysfs root it applies to (`/sys`; a test's fake tree elsewhere): replayed only there.
     pub sysfs: PathBuf,
     pub group: String,
@@ -62,7 +62,7 @@ pub struct Journal {
 /// A device and its IOMMU group, taken from the host for one VM. Dropping it restores the
 /// host's drivers (errors are logged; [`Claim::release`] returns them).
 #[derive(Debug)]
-pub struct Claim {
+pub(crate) struct Claim {
     pub device: HostDevice,
     pub group: String,
     sysfs: Sysfs,
@@ -74,7 +74,7 @@ pub struct Claim {
 }
 
 /// Where the journals and group locks live.
-pub fn journal_dir(cache: &crate::cache::Cache) -> PathBuf {
+pub(crate) fn journal_dir(cache: &crate::cache::Cache) -> PathBuf {
     cache.dir("passthrough")
 }
 
@@ -121,7 +121,7 @@ fn read_journal(path: &Path) -> Result<Journal> {
 
 impl Claim {
     /// Checks and takes `device` (see the module docs); every refusal names its reason.
-    pub fn take(sysfs: &Sysfs, journal_dir: &Path, device: &HostDevice) -> Result<Claim> {
+    pub(crate) fn take(sysfs: &Sysfs, journal_dir: &Path, device: &HostDevice) -> Result<Claim> {
         let what = format!(
             "passthrough device {} ({}, declared at {})",
             device.name, device.bdf, device.declared_at
@@ -272,12 +272,14 @@ impl Claim {
     }
 
     /// The journal this claim wrote.
-    pub fn journal_path(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn journal_path(&self) -> &Path {
         &self.journal_path
     }
 
     /// Gives the group back to the host's drivers and removes the journal.
-    pub fn release(mut self) -> Result<()> {
+    #[cfg(test)]
+    pub(crate) fn release(mut self) -> Result<()> {
         self.release_inner()
     }
 
@@ -308,7 +310,7 @@ impl Drop for Claim {
 }
 
 /// Puts every member of a journal back as it was; members already so are left alone.
-pub fn restore(sysfs: &Sysfs, journal: &Journal) -> Result<()> {
+pub(crate) fn restore(sysfs: &Sysfs, journal: &Journal) -> Result<()> {
     let mut errors = Vec::new();
     for m in journal.members.iter().rev() {
         if let Err(e) = restore_member(sysfs, m) {
@@ -352,7 +354,7 @@ fn restore_member(sysfs: &Sysfs, m: &JournalEntry) -> Result<()> {
 
 /// What [`restore_all`] did with one journal.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Replayed {
+pub(crate) enum Replayed {
     /// Its devices are back on their drivers and the journal is gone.
     Restored { group: String, device: String },
     /// A live lab process holds it.
@@ -386,7 +388,7 @@ impl std::fmt::Display for Replayed {
 }
 
 /// Replays every journal in `dir` that no live lab holds (a killed lab's), for `sysfs`.
-pub fn restore_all(sysfs: &Sysfs, dir: &Path) -> Result<Vec<Replayed>> {
+pub(crate) fn restore_all(sysfs: &Sysfs, dir: &Path) -> Result<Vec<Replayed>> {
     let mut done = Vec::new();
     let Ok(listing) = fs::read_dir(dir) else {
         return Ok(done);
@@ -452,7 +454,7 @@ pub fn restore_all(sysfs: &Sysfs, dir: &Path) -> Result<Vec<Replayed>> {
 /// At a lab's start (an explicit call of the CLI and the test helper, never a side effect of
 /// building a `Lab`): replays a killed lab's journals on `sysfs`, warning on what fails (the
 /// start goes on; `lab host restore` retries and reports).
-pub fn restore_at_start(cache: &crate::cache::Cache, sysfs: &Sysfs) {
+pub(crate) fn restore_at_start(cache: &crate::cache::Cache, sysfs: &Sysfs) {
     let dir = journal_dir(cache);
     if !dir.is_dir() {
         return;
@@ -470,14 +472,18 @@ pub fn restore_at_start(cache: &crate::cache::Cache, sysfs: &Sysfs) {
     }
 }
 
-/// `lab host restore`: [`restore_all`] on `sysfs` for the journals in `cache`.
-pub fn restore_host(cache: &crate::cache::Cache, sysfs: &Sysfs) -> Result<Restoration> {
-    Ok(Restoration(restore_all(sysfs, &journal_dir(cache))?))
+/// `lab host restore`: gives this host (`/sys`) back every device a killed lab left on
+/// `vfio-pci`, replaying the journals in `cache`; running it twice changes nothing.
+pub fn restore_host(cache: &crate::cache::Cache) -> Result<Restoration> {
+    Ok(Restoration(restore_all(
+        &Sysfs::host(),
+        &journal_dir(cache),
+    )?))
 }
 
 /// What `lab host restore` did, a line per journal.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Restoration(pub Vec<Replayed>);
+pub struct Restoration(pub(crate) Vec<Replayed>);
 
 impl std::fmt::Display for Restoration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -494,16 +500,16 @@ impl std::fmt::Display for Restoration {
 /// `lab host show`: a host file's devices as this host has them. Reads only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostReport {
-    pub file: PathBuf,
-    pub description: String,
-    pub iommu_on: bool,
+    pub(crate) file: PathBuf,
+    pub(crate) description: String,
+    pub(crate) iommu_on: bool,
     /// [`describe`] of each listed device.
-    pub devices: Vec<String>,
+    pub(crate) devices: Vec<String>,
 }
 
 impl HostReport {
     /// The devices of `file` as `sysfs` has them.
-    pub fn read(sysfs: &Sysfs, file: &HostFile) -> HostReport {
+    pub(crate) fn read(sysfs: &Sysfs, file: &HostFile) -> HostReport {
         HostReport {
             file: file.path.clone(),
             description: file.description.clone(),
@@ -512,7 +518,7 @@ impl HostReport {
         }
     }
 
-    /// The host file `host` names (see [`HostFile::select`]) against this host's `/sys`.
+    /// The host file `host` names (see `HostFile::select`) against this host's `/sys`.
     pub fn this_host(host: Option<&str>) -> Result<HostReport> {
         Ok(HostReport::read(&Sysfs::host(), &HostFile::select(host)?))
     }
@@ -538,7 +544,7 @@ impl std::fmt::Display for HostReport {
 /// One line on a host file's device as this host has it (`lab host show`): whether the address
 /// exists and holds the listed ID, its driver, IOMMU group (and the group's other members) and
 /// what uses it. Reads only.
-pub fn describe(sysfs: &Sysfs, d: &HostDevice) -> String {
+pub(crate) fn describe(sysfs: &Sysfs, d: &HostDevice) -> String {
     let head = format!(
         "{:<10} {} {} ({})",
         d.name,
@@ -582,7 +588,7 @@ pub fn describe(sysfs: &Sysfs, d: &HostDevice) -> String {
 
 impl Passthrough {
     /// What the host function stands in for in the guest, once resolved.
-    pub fn stands_in(&self) -> Option<StandIn> {
+    pub(crate) fn stands_in(&self) -> Option<StandIn> {
         self.host.as_ref().map(|h| h.stands_in)
     }
 }
@@ -671,7 +677,7 @@ impl HostPart for Claim {
 }
 
 /// QEMU's side: `vfio-pci` with the host address at guest slot `addr`.
-pub fn qemu_args(id: &str, addr: &str, bdf: &Bdf) -> Vec<String> {
+pub(crate) fn qemu_args(id: &str, addr: &str, bdf: &Bdf) -> Vec<String> {
     vec![
         "-device".into(),
         serde_json::json!({"driver": "vfio-pci", "id": id, "addr": addr, "host": bdf.as_str()})

@@ -20,7 +20,7 @@ use crate::hosts::{Bdf, PciId};
 
 /// A sysfs tree and the mounts file that go together.
 #[derive(Debug, Clone)]
-pub struct Sysfs {
+pub(crate) struct Sysfs {
     root: PathBuf,
     mounts: PathBuf,
     /// Where `swaps` and `PID/fd/` are read (`/proc` on the host; none: not looked at).
@@ -31,22 +31,22 @@ pub struct Sysfs {
 }
 
 /// Drivers a device may be bound to and still count as free for `vfio-pci`'s group check.
-pub const FREE_DRIVERS: &[&str] = &["vfio-pci", "pci-stub"];
+pub(crate) const FREE_DRIVERS: &[&str] = &["vfio-pci", "pci-stub"];
 
 impl Sysfs {
     /// This host's `/sys` and `/proc/self/mounts`.
-    pub fn host() -> Sysfs {
+    pub(crate) fn host() -> Sysfs {
         Sysfs::at("/sys", "/proc/self/mounts").with_proc("/proc")
     }
 
     /// Also reads swap areas and open file descriptors from `dir`, laid out as `/proc`.
-    pub fn with_proc(mut self, dir: impl Into<PathBuf>) -> Sysfs {
+    pub(crate) fn with_proc(mut self, dir: impl Into<PathBuf>) -> Sysfs {
         self.proc_dir = Some(dir.into());
         self
     }
 
     /// A tree at `root` (the directory standing for `/sys`) with mounts read from `mounts`.
-    pub fn at(root: impl Into<PathBuf>, mounts: impl Into<PathBuf>) -> Sysfs {
+    pub(crate) fn at(root: impl Into<PathBuf>, mounts: impl Into<PathBuf>) -> Sysfs {
         Sysfs {
             root: root.into(),
             mounts: mounts.into(),
@@ -59,18 +59,19 @@ impl Sysfs {
     /// `driver` link (refused when another driver holds the device or `driver_override` names
     /// another), `unbind` removes it, `driver_override` keeps the name or `(null)`. Every write
     /// is also appended to `writes.log` in the root. For tests only; the real kernel does this.
-    pub fn emulated(root: impl Into<PathBuf>, mounts: impl Into<PathBuf>) -> Sysfs {
+    #[cfg(test)]
+    pub(crate) fn emulated(root: impl Into<PathBuf>, mounts: impl Into<PathBuf>) -> Sysfs {
         Sysfs {
             emulate: true,
             ..Sysfs::at(root, mounts)
         }
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
-    pub fn device_dir(&self, bdf: &Bdf) -> PathBuf {
+    pub(crate) fn device_dir(&self, bdf: &Bdf) -> PathBuf {
         self.root.join("bus/pci/devices").join(bdf.as_str())
     }
 
@@ -78,7 +79,7 @@ impl Sysfs {
         self.root.join("bus/pci/drivers").join(driver)
     }
 
-    pub fn exists(&self, bdf: &Bdf) -> bool {
+    pub(crate) fn exists(&self, bdf: &Bdf) -> bool {
         self.device_dir(bdf).is_dir()
     }
 
@@ -97,7 +98,7 @@ impl Sysfs {
     }
 
     /// The vendor:device ID the address holds.
-    pub fn id(&self, bdf: &Bdf) -> Result<PciId> {
+    pub(crate) fn id(&self, bdf: &Bdf) -> Result<PciId> {
         Ok(PciId {
             vendor: self.hex_attr(bdf, "vendor")? as u16,
             device: self.hex_attr(bdf, "device")? as u16,
@@ -106,32 +107,32 @@ impl Sysfs {
 
     /// A PCI-to-PCI or CardBus bridge (class 06 04/06 07/06 09): vfio-pci lets a group hold
     /// bridges bound to any driver (`pcieport`).
-    pub fn is_bridge(&self, bdf: &Bdf) -> bool {
+    pub(crate) fn is_bridge(&self, bdf: &Bdf) -> bool {
         self.hex_attr(bdf, "class")
             .is_ok_and(|c| matches!(c >> 8, 0x0604 | 0x0607 | 0x0609))
     }
 
     /// The driver bound to the device, if any.
-    pub fn driver(&self, bdf: &Bdf) -> Option<String> {
+    pub(crate) fn driver(&self, bdf: &Bdf) -> Option<String> {
         let link = fs::read_link(self.device_dir(bdf).join("driver")).ok()?;
         link.file_name().map(|n| n.to_string_lossy().into_owned())
     }
 
     /// `driver_override`, None when unset (`(null)`).
-    pub fn driver_override(&self, bdf: &Bdf) -> Result<Option<String>> {
+    pub(crate) fn driver_override(&self, bdf: &Bdf) -> Result<Option<String>> {
         let text = self.read(&self.device_dir(bdf).join("driver_override"))?;
         Ok((!text.is_empty() && text != "(null)").then_some(text))
     }
 
     /// Whether the IOMMU is on: the kernel lists IOMMU groups only then.
-    pub fn iommu_on(&self) -> bool {
+    pub(crate) fn iommu_on(&self) -> bool {
         fs::read_dir(self.root.join("kernel/iommu_groups"))
             .map(|mut d| d.next().is_some())
             .unwrap_or(false)
     }
 
     /// The device's IOMMU group number.
-    pub fn group(&self, bdf: &Bdf) -> Result<String> {
+    pub(crate) fn group(&self, bdf: &Bdf) -> Result<String> {
         let link = self.device_dir(bdf).join("iommu_group");
         let target = fs::read_link(&link)
             .with_context(|| format!("{bdf} has no IOMMU group ({} is missing)", link.display()))?;
@@ -143,7 +144,7 @@ impl Sysfs {
     }
 
     /// Every device in IOMMU group `group`, sorted.
-    pub fn group_members(&self, group: &str) -> Result<Vec<Bdf>> {
+    pub(crate) fn group_members(&self, group: &str) -> Result<Vec<Bdf>> {
         let dir = self
             .root
             .join("kernel/iommu_groups")
@@ -166,7 +167,7 @@ impl Sysfs {
     /// or open NVMe namespace (or partition, or an open controller), a dmaengine channel in
     /// use, a network interface that is up. Empty: nothing sysfs, the mounts file and the
     /// proc directory show.
-    pub fn users(&self, bdf: &Bdf) -> Result<Vec<String>> {
+    pub(crate) fn users(&self, bdf: &Bdf) -> Result<Vec<String>> {
         let dev = self.device_dir(bdf);
         let mounts = fs::read_to_string(&self.mounts)
             .with_context(|| format!("reading {}", self.mounts.display()))?;
@@ -238,18 +239,18 @@ impl Sysfs {
     }
 
     /// Sets (`Some`) or clears (`None`) the device's `driver_override`.
-    pub fn set_driver_override(&self, bdf: &Bdf, driver: Option<&str>) -> Result<()> {
+    pub(crate) fn set_driver_override(&self, bdf: &Bdf, driver: Option<&str>) -> Result<()> {
         let path = self.device_dir(bdf).join("driver_override");
         self.write(&path, &format!("{}\n", driver.unwrap_or("")))
     }
 
     /// Unbinds the device from `driver`.
-    pub fn unbind(&self, bdf: &Bdf, driver: &str) -> Result<()> {
+    pub(crate) fn unbind(&self, bdf: &Bdf, driver: &str) -> Result<()> {
         self.write(&self.driver_dir(driver).join("unbind"), bdf.as_str())
     }
 
     /// Binds the device to `driver`, which must be loaded.
-    pub fn bind(&self, bdf: &Bdf, driver: &str) -> Result<()> {
+    pub(crate) fn bind(&self, bdf: &Bdf, driver: &str) -> Result<()> {
         let dir = self.driver_dir(driver);
         if !dir.is_dir() {
             bail!(
@@ -438,11 +439,11 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
 
 /// A fake sysfs tree for tests (here and in `passthrough`): devices, drivers, IOMMU groups.
 #[cfg(test)]
-pub mod fake {
+pub(crate) mod fake {
     use super::*;
 
     /// A temp dir laid out as `/sys`, with `mounts` beside it.
-    pub struct FakeSys {
+    pub(crate) struct FakeSys {
         pub dir: tempfile::TempDir,
     }
 
@@ -453,7 +454,7 @@ pub mod fake {
     }
 
     impl FakeSys {
-        pub fn new() -> FakeSys {
+        pub(crate) fn new() -> FakeSys {
             let dir = tempfile::tempdir().unwrap();
             for d in [
                 "sys/bus/pci/devices",
@@ -472,25 +473,25 @@ pub mod fake {
             FakeSys { dir }
         }
 
-        pub fn root(&self) -> PathBuf {
+        pub(crate) fn root(&self) -> PathBuf {
             self.dir.path().join("sys")
         }
 
-        pub fn mounts(&self) -> PathBuf {
+        pub(crate) fn mounts(&self) -> PathBuf {
             self.dir.path().join("mounts")
         }
 
-        pub fn sysfs(&self) -> Sysfs {
+        pub(crate) fn sysfs(&self) -> Sysfs {
             Sysfs::emulated(self.root(), self.mounts()).with_proc(self.proc_dir())
         }
 
         /// The directory standing for `/proc` (`swaps`, `PID/fd/`, `PID/comm`).
-        pub fn proc_dir(&self) -> PathBuf {
+        pub(crate) fn proc_dir(&self) -> PathBuf {
             self.dir.path().join("proc")
         }
 
         /// A swap area on `/dev/NAME`.
-        pub fn swap(&self, name: &str) -> &Self {
+        pub(crate) fn swap(&self, name: &str) -> &Self {
             let path = self.proc_dir().join("swaps");
             let mut text = fs::read_to_string(&path).unwrap();
             text.push_str(&format!("/dev/{name}\tpartition\t8388604\t0\t-2\n"));
@@ -499,7 +500,7 @@ pub mod fake {
         }
 
         /// Process `pid` (`comm`) holding `/dev/NAME` open as descriptor `fd`.
-        pub fn open_by(&self, pid: u32, comm: &str, fd: u32, name: &str) -> &Self {
+        pub(crate) fn open_by(&self, pid: u32, comm: &str, fd: u32, name: &str) -> &Self {
             let dir = self.proc_dir().join(pid.to_string());
             fs::create_dir_all(dir.join("fd")).unwrap();
             fs::write(dir.join("comm"), format!("{comm}\n")).unwrap();
@@ -508,7 +509,7 @@ pub mod fake {
             self
         }
 
-        pub fn driver(&self, name: &str) -> &Self {
+        pub(crate) fn driver(&self, name: &str) -> &Self {
             let d = self.root().join("bus/pci/drivers").join(name);
             fs::create_dir_all(&d).unwrap();
             fs::write(d.join("bind"), "").unwrap();
@@ -518,7 +519,7 @@ pub mod fake {
 
         /// A device `bdf` with `id` (`8086:2021`), class, in IOMMU group `group`, bound to
         /// `driver`.
-        pub fn device(
+        pub(crate) fn device(
             &self,
             bdf: &str,
             id: &str,
@@ -549,7 +550,7 @@ pub mod fake {
         }
 
         /// Makes `path` (relative to the device) a directory, with `file` = `value` in it.
-        pub fn under(&self, bdf: &str, path: &str, file: Option<(&str, &str)>) -> &Self {
+        pub(crate) fn under(&self, bdf: &str, path: &str, file: Option<(&str, &str)>) -> &Self {
             let d = self.root().join("bus/pci/devices").join(bdf).join(path);
             fs::create_dir_all(&d).unwrap();
             if let Some((f, v)) = file {
@@ -558,7 +559,7 @@ pub mod fake {
             self
         }
 
-        pub fn mount(&self, line: &str) -> &Self {
+        pub(crate) fn mount(&self, line: &str) -> &Self {
             let mut text = fs::read_to_string(self.mounts()).unwrap();
             text.push_str(line);
             text.push('\n');
@@ -566,7 +567,7 @@ pub mod fake {
             self
         }
 
-        pub fn writes(&self) -> String {
+        pub(crate) fn writes(&self) -> String {
             fs::read_to_string(self.root().join("writes.log")).unwrap_or_default()
         }
     }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::HostTopology;
-use crate::topology::{format_cpulist, format_size, parse_cpulist, Node, Topology};
+use crate::topology::{format_cpulist, format_size, Node, Topology};
 
 impl Topology {
     /// The `[[pin]]` field that pins `vcpu`, for messages.
@@ -20,7 +20,7 @@ impl Topology {
 
     /// Whether a boot must look at the host first: the file pins vCPUs, binds node memory or
     /// takes hugepages.
-    pub fn needs_host(&self) -> bool {
+    pub(crate) fn needs_host(&self) -> bool {
         !self.pinning().is_empty()
             || self.nodes().iter().any(|n| n.host_node.is_some())
             || self.hugepage_bytes().is_some()
@@ -28,8 +28,9 @@ impl Topology {
 
     /// Checks the pin map against the host's online CPUs (a cpulist, as in
     /// `/sys/devices/system/cpu/online`).
-    pub fn check_pins_against(&self, online: &str) -> Result<(), String> {
-        let online = parse_cpulist(online.trim())
+    #[cfg(test)]
+    pub(crate) fn check_pins_against(&self, online: &str) -> Result<(), String> {
+        let online = crate::topology::parse_cpulist(online.trim())
             .map_err(|e| format!("the host's online CPU list {online:?}: {e}"))?;
         self.check_pins_online(&online)
     }
@@ -53,7 +54,7 @@ impl Topology {
     /// at load), every `host_node` present on the host, and enough free memory (`MemFree` of
     /// the node's `meminfo`) for all guest nodes bound to it, or, with `hugepages`, enough free
     /// hugepages of that size on the host and on every bound host node.
-    pub fn check_against(&self, host: &HostTopology) -> Result<(), String> {
+    pub(crate) fn check_against(&self, host: &HostTopology) -> Result<(), String> {
         self.check_pins_online(host.online())?;
         let file = self.file().display();
         let mut bound: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
@@ -164,7 +165,7 @@ impl Topology {
 
     /// [`Self::check_against`] this host, when the file pins or binds anything; returns the
     /// host it read (`None` when there was nothing to check).
-    pub fn check_on_host(&self) -> Result<Option<HostTopology>, String> {
+    pub(crate) fn check_on_host(&self) -> Result<Option<HostTopology>, String> {
         if !self.needs_host() {
             return Ok(None);
         }
@@ -181,7 +182,7 @@ impl Topology {
     /// The host CPUs for QEMU's non-vCPU threads and the device models when the file pins
     /// vCPUs: the online CPUs no vCPU is pinned to. `None` when nothing is pinned, or when
     /// the pins take every online CPU (then those threads stay unpinned).
-    pub fn housekeeping_cpus(&self, online: &[u32]) -> Option<Vec<u32>> {
+    pub(crate) fn housekeeping_cpus(&self, online: &[u32]) -> Option<Vec<u32>> {
         if self.pinning().is_empty() {
             return None;
         }

@@ -13,22 +13,28 @@ use crate::topology::{format_cpulist, parse_size, Topology};
 pub struct FromHost {
     /// The directory read as `/sys`.
     pub sysfs: PathBuf,
+    /// At most this many vCPUs (the host's first CPUs in its own order).
     pub max_cpus: Option<u32>,
     /// The topology's name (default: the output file's stem, else `host`).
     pub name: Option<String>,
     /// Memory per NUMA node (bytes or K/M/G/T).
     pub memory: String,
+    /// Back guest memory with host hugepages of this size (`2M` or `1G`).
     pub hugepages: Option<String>,
+    /// QEMU's `-cpu` model (default: the host's vendor's).
     pub cpu_model: Option<String>,
     /// The file to write (refused if it exists, unless `force`); `None`: the caller prints it.
     pub output: Option<PathBuf>,
+    /// Overwrite `output` if it exists.
     pub force: bool,
 }
 
 /// A mirror made, and the file it went to, if any.
 #[derive(Debug, Clone)]
 pub struct MirrorWritten {
+    /// The mirror.
     pub mirror: Mirror,
+    /// Where it was written; `None`: nowhere, the caller prints `mirror.text`.
     pub file: Option<PathBuf>,
 }
 

@@ -14,11 +14,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use object::read::elf::{ElfFile, FileHeader, ProgramHeader};
 
 /// Where a program is looked for in its package.
-pub const PROGRAM_DIRS: [&str; 4] = ["usr/bin", "usr/sbin", "bin", "sbin"];
+pub(super) const PROGRAM_DIRS: [&str; 4] = ["usr/bin", "usr/sbin", "bin", "sbin"];
 
 /// Where Debian's x86_64 loader looks for a library no RPATH/RUNPATH names, without an
 /// `ld.so.cache` (the image has none): its system search path, as `ld.so --help` prints it.
-pub const LIBRARY_DIRS: [&str; 4] = [
+pub(super) const LIBRARY_DIRS: [&str; 4] = [
     "lib/x86_64-linux-gnu",
     "usr/lib/x86_64-linux-gnu",
     "lib",
@@ -216,7 +216,7 @@ fn parsed<'a>(tree: &Path, real: &str, cache: &'a mut Parsed) -> Result<Option<&
 /// library closure and loader, all looked up in `tree` (every package of the programs'
 /// dependency closure unpacked together). Paths as the programs and libraries name them; the
 /// symlinks along them are for [`install`] to recreate.
-pub fn closure(
+pub(super) fn closure(
     image: &str,
     tree: &Path,
     package_dirs: &BTreeMap<String, PathBuf>,
@@ -361,7 +361,7 @@ fn walk(
 /// Copies `files` from `tree` into `root` at the same paths: every symlink on the way (the
 /// file's own soname link, a merged-/usr link, a link inside a dir) is recreated as a link
 /// where `root` has nothing yet, and the file it leads to is copied with its mode.
-pub fn install(tree: &Path, root: &Path, files: &BTreeSet<String>) -> Result<()> {
+pub(super) fn install(tree: &Path, root: &Path, files: &BTreeSet<String>) -> Result<()> {
     for rel in files {
         let mut links: Vec<(String, PathBuf)> = Vec::new();
         let (real, meta) = resolve(tree, rel, |link, target| {

@@ -15,7 +15,7 @@ use crate::cache::{hash_parts, Cache};
 use crate::debian::{self, Archive};
 
 /// The name that boots Debian's prebuilt kernel instead of a recipe.
-pub const DEBIAN: &str = "debian";
+pub(crate) const DEBIAN: &str = "debian";
 
 /// The kernel a VM boots.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -24,16 +24,17 @@ pub struct BootKernel {
     pub name: String,
     /// `uname -r` of the image.
     pub release: String,
+    /// The kernel image.
     pub bzimage: PathBuf,
     /// `lib/modules/<release>` of this kernel, copied into the guest image.
-    pub modules: Option<PathBuf>,
+    pub(crate) modules: Option<PathBuf>,
     /// Identity for manifests (package + version + sha256, or recipe and cache key).
-    pub identity: String,
+    pub(crate) identity: String,
 }
 
 impl BootKernel {
     /// What a VM needs of a built recipe kernel.
-    pub fn from_build(built: &BuiltKernel) -> BootKernel {
+    pub(crate) fn from_build(built: &BuiltKernel) -> BootKernel {
         BootKernel {
             name: built.manifest.recipe.clone(),
             release: built.manifest.release.clone(),
@@ -51,13 +52,15 @@ impl BootKernel {
 /// with the caller's extra settings).
 #[derive(Debug, Clone)]
 pub struct ReadyKernel {
+    /// The kernel.
     pub kernel: BootKernel,
+    /// Its boot settings: the recipe's `[boot]` table, then the variant's.
     pub settings: BootSettings,
 }
 
 /// Finds or builds kernel `name` (a recipe, or [`DEBIAN`]) and merges `extra` onto its recipe's
 /// boot settings. Blocking: a cold build takes minutes.
-pub fn prepare(
+pub(crate) fn prepare(
     cache: &Cache,
     name: &str,
     extra: &BootSettings,
@@ -80,7 +83,7 @@ pub fn prepare(
 }
 
 /// [`prepare`] with no extra settings and the default build options.
-pub fn resolve(cache: &Cache, name: &str) -> Result<BootKernel> {
+pub(crate) fn resolve(cache: &Cache, name: &str) -> Result<BootKernel> {
     Ok(prepare(
         cache,
         name,
@@ -92,7 +95,7 @@ pub fn resolve(cache: &Cache, name: &str) -> Result<BootKernel> {
 
 /// The lab's default kernel: `LAB_DEFAULT_KERNEL` (a recipe name or `debian`), else the
 /// [`super::DEFAULT_RECIPE`] recipe, built on first use.
-pub fn default_kernel(cache: &Cache) -> Result<BootKernel> {
+pub(crate) fn default_kernel(cache: &Cache) -> Result<BootKernel> {
     let name =
         std::env::var("LAB_DEFAULT_KERNEL").unwrap_or_else(|_| super::DEFAULT_RECIPE.to_string());
     resolve(cache, &name).with_context(|| format!("preparing the default kernel {name}"))
@@ -100,7 +103,7 @@ pub fn default_kernel(cache: &Cache) -> Result<BootKernel> {
 
 /// The guest-side shell commands that apply `settings` before the workload (scheduler features
 /// through debugfs, sysctls through /proc/sys). Values are validated, so they need no quoting.
-pub fn apply_script(settings: &BootSettings) -> Result<String> {
+pub(crate) fn apply_script(settings: &BootSettings) -> Result<String> {
     settings.validate("boot settings")?;
     let mut script = String::new();
     if !settings.sched_features.is_empty() {

@@ -29,7 +29,7 @@ use super::source::{ResolvedSource, SourceResolver};
 use crate::cache::{hash_parts, Cache};
 
 /// Cache kind of built kernels.
-pub const KIND: &str = "kernels";
+pub(crate) const KIND: &str = "kernels";
 
 /// Bumped whenever the build procedure changes what ends up in an entry.
 const BUILDER_VERSION: &str = "kernel-builder-2";
@@ -41,17 +41,17 @@ const BUILD_TIMESTAMP: &str = "2000-01-01";
 /// How to build.
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
-    pub dirs: RecipeDirs,
+    pub(crate) dirs: RecipeDirs,
     /// The lock file pinning Debian sources (`images/lock.toml`).
-    pub lock_path: PathBuf,
+    pub(crate) lock_path: PathBuf,
     /// `make -j` (`LAB_KERNEL_JOBS`, default: available CPUs).
-    pub jobs: usize,
+    pub(crate) jobs: usize,
     /// Run make under `nice -n` this (`LAB_KERNEL_NICE`, default 10; the host is shared).
-    pub nice: Option<i32>,
+    pub(crate) nice: Option<i32>,
     /// Report compile progress through [`crate::progress`].
-    pub progress: bool,
+    pub(crate) progress: bool,
     /// Keep `tree/` (source + objects) in the entry so variants build incrementally.
-    pub keep_tree: bool,
+    pub(crate) keep_tree: bool,
 }
 
 impl Default for BuildOptions {
@@ -77,14 +77,14 @@ impl Default for BuildOptions {
 
 /// The base an incremental build started from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BaseRef {
+pub(crate) struct BaseRef {
     pub recipe: String,
     pub key: String,
 }
 
 /// How the entry was built.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BuildInfo {
+pub(crate) struct BuildInfo {
     /// Key of the base entry whose object tree this build started from; None: cold build.
     pub incremental_from: Option<String>,
     pub seconds: f64,
@@ -97,7 +97,7 @@ pub struct BuildInfo {
 
 /// `manifest.json` of an entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     pub recipe: String,
     /// The cache key: hash of every input (source digest, patches, fragments, toolchain).
     pub key: String,
@@ -122,8 +122,8 @@ pub struct Manifest {
 /// A kernel in the cache.
 #[derive(Debug, Clone)]
 pub struct BuiltKernel {
-    pub dir: PathBuf,
-    pub manifest: Manifest,
+    pub(crate) dir: PathBuf,
+    pub(crate) manifest: Manifest,
 }
 
 /// `RECIPE RELEASE (DIR)`: what `lab kernel build` prints of each kernel.
@@ -140,7 +140,7 @@ impl std::fmt::Display for BuiltKernel {
 }
 
 impl BuiltKernel {
-    pub fn open(dir: &Path) -> Result<BuiltKernel> {
+    pub(crate) fn open(dir: &Path) -> Result<BuiltKernel> {
         let path = dir.join("manifest.json");
         let text =
             fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -151,33 +151,34 @@ impl BuiltKernel {
             manifest,
         })
     }
-    pub fn bzimage(&self) -> PathBuf {
+    pub(crate) fn bzimage(&self) -> PathBuf {
         self.dir.join("bzImage")
     }
     /// Root to copy into an initramfs: it holds `lib/modules/<release>`.
-    pub fn modules_root(&self) -> PathBuf {
+    pub(crate) fn modules_root(&self) -> PathBuf {
         self.dir.join("modules")
     }
-    pub fn modules_dir(&self) -> PathBuf {
+    pub(crate) fn modules_dir(&self) -> PathBuf {
         self.modules_root()
             .join("lib/modules")
             .join(&self.manifest.release)
     }
-    pub fn config(&self) -> PathBuf {
+    #[cfg(test)]
+    pub(crate) fn config(&self) -> PathBuf {
         self.dir.join("config")
     }
-    pub fn build_log(&self) -> PathBuf {
+    pub(crate) fn build_log(&self) -> PathBuf {
         self.dir.join("build.log")
     }
     /// Source + object tree, when kept.
-    pub fn tree(&self) -> Option<PathBuf> {
+    pub(crate) fn tree(&self) -> Option<PathBuf> {
         let t = self.dir.join("tree");
         t.join("obj/.config").is_file().then_some(t)
     }
 }
 
 /// The compiler and linker that build kernels, as a string hashed into keys.
-pub fn toolchain_id() -> Result<String> {
+pub(crate) fn toolchain_id() -> Result<String> {
     static ID: OnceLock<Result<String, String>> = OnceLock::new();
     ID.get_or_init(|| {
         let first_line = |prog: &str| -> Result<String, String> {
@@ -196,7 +197,7 @@ pub fn toolchain_id() -> Result<String> {
 }
 
 /// The content-addressed key of `recipe` built from `source` with `toolchain`.
-pub fn cache_key(recipe: &Recipe, source: &ResolvedSource, toolchain: &str) -> String {
+pub(crate) fn cache_key(recipe: &Recipe, source: &ResolvedSource, toolchain: &str) -> String {
     let mut parts: Vec<(String, Vec<u8>)> = vec![
         ("builder".into(), BUILDER_VERSION.into()),
         ("recipe".into(), recipe.name.clone().into_bytes()),
@@ -228,7 +229,7 @@ pub fn cache_key(recipe: &Recipe, source: &ResolvedSource, toolchain: &str) -> S
 }
 
 /// `CONFIG_LOCALVERSION` of a key: the guest's `uname -r` names the build.
-pub fn local_version(key: &str) -> String {
+pub(crate) fn local_version(key: &str) -> String {
     format!("-lab{}", &key[..10])
 }
 
@@ -238,7 +239,7 @@ fn build_version(recipe: &str) -> String {
 }
 
 /// Builds recipe `name` (and its base first, if it has one), or returns the cached entry.
-pub fn build(cache: &Cache, name: &str, opts: &BuildOptions) -> Result<BuiltKernel> {
+pub(crate) fn build(cache: &Cache, name: &str, opts: &BuildOptions) -> Result<BuiltKernel> {
     let recipe = recipe::load(&opts.dirs, name)?;
     build_recipe(cache, &recipe, opts)
 }
@@ -254,7 +255,11 @@ pub fn build_all(cache: &Cache, names: &[String], opts: &BuildOptions) -> Result
 
 /// The cached build of `recipe`, if there is one: nothing is built or downloaded (a Debian
 /// source is looked up by its lock-file pin). A bisect asks it to prefer probes already built.
-pub fn cached(cache: &Cache, recipe: &Recipe, opts: &BuildOptions) -> Result<Option<BuiltKernel>> {
+pub(crate) fn cached(
+    cache: &Cache,
+    recipe: &Recipe,
+    opts: &BuildOptions,
+) -> Result<Option<BuiltKernel>> {
     let toolchain = toolchain_id()?;
     let mut resolver = SourceResolver::new(cache, opts.lock_path.clone());
     let offline = resolver.resolve_offline(&recipe.source)?;
@@ -266,7 +271,11 @@ pub fn cached(cache: &Cache, recipe: &Recipe, opts: &BuildOptions) -> Result<Opt
 }
 
 /// Builds an already loaded recipe.
-pub fn build_recipe(cache: &Cache, recipe: &Recipe, opts: &BuildOptions) -> Result<BuiltKernel> {
+pub(crate) fn build_recipe(
+    cache: &Cache,
+    recipe: &Recipe,
+    opts: &BuildOptions,
+) -> Result<BuiltKernel> {
     let toolchain = toolchain_id()?;
     let mut resolver = SourceResolver::new(cache, opts.lock_path.clone());
     // The lock file's pin is enough to find a cached build without asking the archive.
@@ -843,7 +852,7 @@ fn relocate_tool_cmds(tools: &Path, tree: &Path) -> Result<usize> {
 
 /// One cached kernel.
 #[derive(Debug, Clone)]
-pub struct CachedKernel {
+pub(crate) struct CachedKernel {
     pub key: String,
     pub dir: PathBuf,
     pub manifest: Manifest,
@@ -851,7 +860,7 @@ pub struct CachedKernel {
 }
 
 /// Every complete entry, newest first.
-pub fn list(cache: &Cache) -> Result<Vec<CachedKernel>> {
+pub(crate) fn list(cache: &Cache) -> Result<Vec<CachedKernel>> {
     let dir = cache.dir(KIND);
     let Ok(entries) = fs::read_dir(&dir) else {
         return Ok(Vec::new());
@@ -882,7 +891,7 @@ pub fn list(cache: &Cache) -> Result<Vec<CachedKernel>> {
 }
 
 /// The key each recipe in `opts.dirs` currently maps to (sources resolved from the lock file).
-pub fn current_keys(cache: &Cache, opts: &BuildOptions) -> Result<Vec<(String, String)>> {
+pub(crate) fn current_keys(cache: &Cache, opts: &BuildOptions) -> Result<Vec<(String, String)>> {
     let toolchain = toolchain_id()?;
     let mut resolver = SourceResolver::new(cache, opts.lock_path.clone());
     let mut out = Vec::new();
@@ -896,7 +905,7 @@ pub fn current_keys(cache: &Cache, opts: &BuildOptions) -> Result<Vec<(String, S
 
 /// What `gc` should do.
 #[derive(Debug, Clone, Default)]
-pub struct GcOptions {
+pub(crate) struct GcOptions {
     /// Keys to keep (e.g. from [`current_keys`]); everything else is removed.
     pub keep: BTreeSet<String>,
     /// Also drop `tree/` from the kept entries (saves most of the space; variants then build cold).
@@ -906,18 +915,21 @@ pub struct GcOptions {
 }
 
 #[derive(Debug, Clone, Default)]
+/// What `lab kernel gc` removed (or would, with `dry_run`).
 pub struct GcReport {
     /// (recipe, key) of removed entries.
     pub removed: Vec<(String, String)>,
     /// (recipe, key) of entries whose tree was dropped.
     pub trees_dropped: Vec<(String, String)>,
+    /// Logs of failed builds removed.
     pub failed_logs_removed: usize,
+    /// Staging directories of dead builds removed.
     pub staging_removed: usize,
 }
 
 /// Removes entries not in `opts.keep` (each under its key's lock, so a build reading it as a base
 /// finishes first), failed-build logs and dead staging dirs.
-pub fn gc(cache: &Cache, opts: &GcOptions) -> Result<GcReport> {
+pub(crate) fn gc(cache: &Cache, opts: &GcOptions) -> Result<GcReport> {
     let mut report = GcReport::default();
     let trash = cache.dir(KIND).join(".staging");
     for k in list(cache)? {

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 /// One requested setting: `CONFIG_X=value` or `# CONFIG_X is not set` (value `n`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Setting {
+pub(crate) struct Setting {
     pub symbol: String,
     pub value: String,
     pub fragment: String,
@@ -19,7 +19,7 @@ pub struct Setting {
 /// A symbol that did not end up with the requested value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("config symbol {symbol}: {fragment}:{line} asks for {wanted}, but after olddefconfig it is {got}{hint}")]
-pub struct ConfigMismatch {
+pub(crate) struct ConfigMismatch {
     pub symbol: String,
     pub wanted: String,
     pub got: String,
@@ -31,7 +31,7 @@ pub struct ConfigMismatch {
 
 /// One thing the lab does in a guest and the kernel config it takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Need {
+pub(crate) struct Need {
     /// Who needs it (the lab module, device kind or test), for messages.
     pub who: &'static str,
     /// `(symbol without CONFIG_, value)`: `y`, or `m` for what the lab loads with modprobe.
@@ -47,7 +47,7 @@ pub struct Need {
 /// 6.15) is not listed: from 6.16 on the interface exists without it, so `sched-debug.config`
 /// asks for it in the recipes of the series that have it and `tests/kernels.rs` checks the
 /// file itself.
-pub const LAB_NEEDS: &[Need] = &[
+pub(crate) const LAB_NEEDS: &[Need] = &[
     Need {
         who: "the agent as PID 1 (lab/agent: mounts, pipes, threads, busybox)",
         symbols: &[
@@ -146,7 +146,7 @@ pub const LAB_NEEDS: &[Need] = &[
 
 /// Every [`LAB_NEEDS`] symbol that `dot_config` does not have at the needed value, with who
 /// needs it: `(who, CONFIG_SYMBOL, wanted, got)`.
-pub fn unmet_needs(
+pub(crate) fn unmet_needs(
     dot_config: &HashMap<String, String>,
 ) -> Vec<(&'static str, String, &'static str, String)> {
     let mut out = Vec::new();
@@ -166,7 +166,7 @@ pub fn unmet_needs(
 }
 
 /// Parses a fragment; other lines must be comments or blank.
-pub fn parse_fragment(name: &str, text: &str) -> Result<Vec<Setting>> {
+pub(crate) fn parse_fragment(name: &str, text: &str) -> Result<Vec<Setting>> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
@@ -214,7 +214,7 @@ fn check_symbol(name: &str, line: usize, sym: &str) -> Result<()> {
 }
 
 /// `.config` as a map; unset symbols are absent.
-pub fn parse_dot_config(text: &str) -> HashMap<String, String> {
+pub(crate) fn parse_dot_config(text: &str) -> HashMap<String, String> {
     text.lines()
         .filter(|l| l.starts_with("CONFIG_"))
         .filter_map(|l| l.split_once('='))
@@ -224,7 +224,7 @@ pub fn parse_dot_config(text: &str) -> HashMap<String, String> {
 
 /// Every setting whose value differs in `dot_config` (`n` matches an unset symbol). The last
 /// request for a symbol wins, as it does when Kconfig reads the merged file.
-pub fn mismatches(
+pub(crate) fn mismatches(
     settings: &[Setting],
     dot_config: &HashMap<String, String>,
 ) -> Vec<ConfigMismatch> {
@@ -256,7 +256,7 @@ pub fn mismatches(
 }
 
 /// Fills in why a symbol was dropped: whether any Kconfig file of `tree` defines it.
-pub fn explain(tree: &Path, mismatch: &mut ConfigMismatch) {
+pub(crate) fn explain(tree: &Path, mismatch: &mut ConfigMismatch) {
     let sym = mismatch.symbol.trim_start_matches("CONFIG_");
     let defined = kconfig_files(tree).into_iter().any(|f| {
         std::fs::read_to_string(&f).is_ok_and(|t| {

@@ -12,7 +12,7 @@ use super::recipe::PatchRef;
 
 /// Why a patch did not apply.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PatchError {
+pub(crate) enum PatchError {
     #[error("patch {patch} does not apply: {file}: hunk #{hunk} `{header}` FAILED at line {line} (patch output: {output})")]
     HunkFailed {
         patch: String,
@@ -88,7 +88,7 @@ fn strip_one(path: &str) -> String {
 }
 
 /// Applies `patch` to `tree`: a dry run, then the real thing.
-pub fn apply(tree: &Path, patch: &PatchRef, log: &mut dyn std::io::Write) -> Result<()> {
+pub(crate) fn apply(tree: &Path, patch: &PatchRef, log: &mut dyn std::io::Write) -> Result<()> {
     let text = std::fs::read_to_string(&patch.path)
         .with_context(|| format!("reading patch {}", patch.path.display()))?;
     let secs = sections(&text);

@@ -16,7 +16,7 @@ use crate::cache::sha256_file;
 
 /// Where recipes, patches and config fragments live (`images/kernels` in the checkout).
 #[derive(Debug, Clone)]
-pub struct RecipeDirs {
+pub(crate) struct RecipeDirs {
     pub recipes: PathBuf,
     pub patches: PathBuf,
     pub config: PathBuf,
@@ -24,7 +24,7 @@ pub struct RecipeDirs {
 
 impl RecipeDirs {
     /// `dir/*.toml`, `dir/patches/`, `dir/config/`.
-    pub fn at(dir: impl Into<PathBuf>) -> RecipeDirs {
+    pub(crate) fn at(dir: impl Into<PathBuf>) -> RecipeDirs {
         let recipes = dir.into();
         RecipeDirs {
             patches: recipes.join("patches"),
@@ -34,7 +34,7 @@ impl RecipeDirs {
     }
 
     /// The checkout's `images/kernels` (`LAB_KERNEL_RECIPES` overrides).
-    pub fn default_dirs() -> RecipeDirs {
+    pub(crate) fn default_dirs() -> RecipeDirs {
         match std::env::var_os("LAB_KERNEL_RECIPES") {
             Some(dir) => RecipeDirs::at(PathBuf::from(dir)),
             None => RecipeDirs::at(crate::repo_path("images/kernels")),
@@ -45,7 +45,7 @@ impl RecipeDirs {
 /// The `[source]` table: exactly one of `debian`, `git` (+ `ref`), `tarball` (+ `sha256`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SourceSpec {
+pub(crate) struct SourceSpec {
     /// A Debian source series package, e.g. `linux-source-6.12`; the exact version and checksum
     /// are pinned in `images/lock.toml`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -65,7 +65,7 @@ pub struct SourceSpec {
 /// Where the kernel source comes from, validated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Source {
+pub(crate) enum Source {
     Debian { package: String },
     Git { repo: PathBuf, reference: String },
     Tarball { path: PathBuf, sha256: String },
@@ -88,7 +88,7 @@ pub struct BootSettings {
 
 impl BootSettings {
     /// `self` followed by `more`: arguments and features appended, sysctls overridden.
-    pub fn merged(&self, more: &BootSettings) -> BootSettings {
+    pub(crate) fn merged(&self, more: &BootSettings) -> BootSettings {
         let mut out = self.clone();
         out.cmdline.extend(more.cmdline.iter().cloned());
         out.sched_features
@@ -100,7 +100,7 @@ impl BootSettings {
 
     /// Rejects values that could not be written safely into the guest (they end up in a shell
     /// script and on the kernel command line).
-    pub fn validate(&self, what: &str) -> Result<()> {
+    pub(crate) fn validate(&self, what: &str) -> Result<()> {
         for (i, arg) in self.cmdline.iter().enumerate() {
             if arg.is_empty()
                 || arg
@@ -164,7 +164,7 @@ struct RecipeFile {
 
 /// A patch file with its content, as hashed into the key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PatchRef {
+pub(crate) struct PatchRef {
     pub name: String,
     pub sha256: String,
     #[serde(skip)]
@@ -173,7 +173,7 @@ pub struct PatchRef {
 
 /// A config fragment with its content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FragmentRef {
+pub(crate) struct FragmentRef {
     pub name: String,
     pub sha256: String,
     #[serde(skip)]
@@ -182,9 +182,8 @@ pub struct FragmentRef {
 
 /// A recipe with its base chain folded in: everything a build needs.
 #[derive(Debug, Clone)]
-pub struct Recipe {
+pub(crate) struct Recipe {
     pub name: String,
-    pub file: PathBuf,
     pub description: String,
     /// The recipe this one extends, if any (its cached object tree makes this one cheap).
     pub base: Option<Box<Recipe>>,
@@ -202,14 +201,14 @@ pub struct Recipe {
 
 impl Recipe {
     /// The patches this recipe adds on top of its base (all of them without a base).
-    pub fn own_patches(&self) -> &[PatchRef] {
+    pub(crate) fn own_patches(&self) -> &[PatchRef] {
         let skip = self.base.as_ref().map_or(0, |b| b.patches.len());
         &self.patches[skip..]
     }
 }
 
 /// A recipe name is used in file names, results and the guest's `uname -v`.
-pub fn validate_name(name: &str) -> Result<()> {
+pub(crate) fn validate_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
@@ -223,7 +222,7 @@ pub fn validate_name(name: &str) -> Result<()> {
 }
 
 /// Names of all recipes in `dirs.recipes`, sorted.
-pub fn recipe_names(dirs: &RecipeDirs) -> Result<Vec<String>> {
+pub(crate) fn recipe_names(dirs: &RecipeDirs) -> Result<Vec<String>> {
     let entries = fs::read_dir(&dirs.recipes)
         .with_context(|| format!("reading kernel recipes in {}", dirs.recipes.display()))?;
     let mut names: Vec<String> = entries
@@ -238,7 +237,7 @@ pub fn recipe_names(dirs: &RecipeDirs) -> Result<Vec<String>> {
 }
 
 /// Loads recipe `name` (`dirs.recipes/<name>.toml`) and its base chain.
-pub fn load(dirs: &RecipeDirs, name: &str) -> Result<Recipe> {
+pub(crate) fn load(dirs: &RecipeDirs, name: &str) -> Result<Recipe> {
     load_chain(dirs, name, &mut Vec::new())
 }
 
@@ -337,7 +336,6 @@ fn load_chain(dirs: &RecipeDirs, name: &str, seen: &mut Vec<String>) -> Result<R
     seen.pop();
     Ok(Recipe {
         name: name.to_string(),
-        file,
         description: raw.description.unwrap_or_default(),
         base,
         source,

@@ -17,7 +17,7 @@ use crate::debian::{self, Archive, LockFile, PackageRef, Substitution};
 
 /// A source pinned to exact bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResolvedSource {
+pub(crate) struct ResolvedSource {
     pub source: Source,
     /// `sha256:<hex>` of the .deb or tarball, or `git:<commit>`.
     pub digest: String,
@@ -33,7 +33,7 @@ pub struct ResolvedSource {
 
 /// Resolves sources; opens the Debian archive only when it must, and holds it (and with it the
 /// apt state's lock) only while resolving and downloading, never during a build.
-pub struct SourceResolver<'a> {
+pub(crate) struct SourceResolver<'a> {
     cache: &'a Cache,
     lock_path: PathBuf,
     archive: Option<Archive>,
@@ -42,7 +42,7 @@ pub struct SourceResolver<'a> {
 }
 
 impl<'a> SourceResolver<'a> {
-    pub fn new(cache: &'a Cache, lock_path: PathBuf) -> Self {
+    pub(crate) fn new(cache: &'a Cache, lock_path: PathBuf) -> Self {
         SourceResolver {
             cache,
             lock_path,
@@ -60,7 +60,7 @@ impl<'a> SourceResolver<'a> {
 
     /// What the lock file (or the local file/repo) says, without touching the archive when a
     /// Debian package is already locked. Good enough to look up a cached build.
-    pub fn resolve_offline(&mut self, source: &Source) -> Result<ResolvedSource> {
+    pub(crate) fn resolve_offline(&mut self, source: &Source) -> Result<ResolvedSource> {
         match source {
             Source::Debian { package } => {
                 let lock = LockFile::load(&self.lock_path)?;
@@ -80,7 +80,7 @@ impl<'a> SourceResolver<'a> {
     }
 
     /// Pins `source` against the archive (Debian) or the local file/repo.
-    pub fn resolve(&mut self, source: &Source) -> Result<ResolvedSource> {
+    pub(crate) fn resolve(&mut self, source: &Source) -> Result<ResolvedSource> {
         match source {
             Source::Tarball { path, sha256 } => {
                 if !path.is_file() {
@@ -184,7 +184,12 @@ impl<'a> SourceResolver<'a> {
     }
 
     /// Unpacks a resolved source into `dest` (which must not exist): the kernel tree's top level.
-    pub fn unpack(&mut self, resolved: &ResolvedSource, dest: &Path, scratch: &Path) -> Result<()> {
+    pub(crate) fn unpack(
+        &mut self,
+        resolved: &ResolvedSource,
+        dest: &Path,
+        scratch: &Path,
+    ) -> Result<()> {
         match &resolved.source {
             Source::Tarball { path, .. } => untar(path, dest, scratch),
             Source::Git { repo, .. } => {

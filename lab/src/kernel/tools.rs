@@ -38,7 +38,7 @@ fn present(need: &Need) -> bool {
 }
 
 /// The Debian packages whose tools or headers are missing.
-pub fn missing_packages() -> Vec<&'static str> {
+pub(crate) fn missing_packages() -> Vec<&'static str> {
     let mut out: Vec<&str> = NEEDS
         .iter()
         .filter(|(need, _)| !present(need))
@@ -51,7 +51,7 @@ pub fn missing_packages() -> Vec<&'static str> {
 /// Makes sure the kernel build tools are there, installing them when allowed. apt's own output
 /// goes to a log under `logs` (named in the progress line and in any error), not to the
 /// terminal: the lab's stdout is for its results.
-pub fn ensure_build_tools(logs: &Path) -> Result<()> {
+pub(crate) fn ensure_build_tools(logs: &Path) -> Result<()> {
     let missing = missing_packages();
     if missing.is_empty() {
         return Ok(());

@@ -15,14 +15,14 @@ use crate::topology::parse_cpulist;
 use crate::vm::Vm;
 
 /// The waker of a wakeup issued from hard-interrupt context, whatever task it interrupted.
-pub const HARD_IRQ: &str = "hardirq";
+pub(crate) const HARD_IRQ: &str = "hardirq";
 /// The waker of a wakeup issued from softirq context.
-pub const SOFT_IRQ: &str = "softirq";
+pub(crate) const SOFT_IRQ: &str = "softirq";
 
 /// A tracefs session recording the wakeups and migrations of tasks whose command name starts
 /// with one of `prefixes`. Every event is needed for the counts: an overflowing ring fails.
 #[derive(Debug, Clone)]
-pub struct WakeupTrace {
+pub(crate) struct WakeupTrace {
     pub prefixes: Vec<String>,
     /// Per-CPU ring size.
     pub buffer_kb: u32,
@@ -30,7 +30,7 @@ pub struct WakeupTrace {
 
 /// What a [`WakeupTrace`] saw, per wakee class.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Wakeups {
+pub(crate) struct Wakeups {
     /// Wakee class -> waker (a task class, [`HARD_IRQ`] or [`SOFT_IRQ`]) -> wakeups.
     pub woken_by: BTreeMap<String, BTreeMap<String, u64>>,
     /// Wakee class -> wakeups that put the task on another CPU than the one it last ran on.
@@ -46,7 +46,7 @@ pub struct Wakeups {
 }
 
 impl WakeupTrace {
-    pub fn of(prefixes: &[&str]) -> WakeupTrace {
+    pub(crate) fn of(prefixes: &[&str]) -> WakeupTrace {
         WakeupTrace {
             prefixes: prefixes.iter().map(|p| p.to_string()).collect(),
             buffer_kb: 16384,
@@ -67,7 +67,7 @@ impl WakeupTrace {
         ]
     }
 
-    pub async fn start(&self, vm: &Vm) -> Result<()> {
+    pub(crate) async fn start(&self, vm: &Vm) -> Result<()> {
         start_tracing(vm, self.buffer_kb, &self.events())
             .await
             .context("starting the wakeup trace")
@@ -75,7 +75,7 @@ impl WakeupTrace {
 
     /// Stops recording; returns the raw trace and its summary. Refuses the boot's sample when
     /// the ring lost events.
-    pub async fn stop(&self, vm: &Vm) -> Result<(String, Wakeups)> {
+    pub(crate) async fn stop(&self, vm: &Vm) -> Result<(String, Wakeups)> {
         let (text, lost) = stop_tracing(vm, &self.events()).await?;
         lost.refuse("the wakeup trace", self.buffer_kb)?;
         let (text, events) = super::parse_trace_off_thread(text).await?;
@@ -84,7 +84,7 @@ impl WakeupTrace {
 }
 
 /// The class of a command name: digit runs become `N`.
-pub fn task_class(comm: &str) -> String {
+pub(crate) fn task_class(comm: &str) -> String {
     let mut out = String::with_capacity(comm.len());
     let mut in_digits = false;
     for c in comm.chars() {
@@ -107,7 +107,7 @@ fn comm_of(task: &str) -> &str {
 }
 
 impl Wakeups {
-    pub fn from_events(events: &[TraceEvent]) -> Wakeups {
+    pub(crate) fn from_events(events: &[TraceEvent]) -> Wakeups {
         let mut w = Wakeups::default();
         // pid -> (CPU it last ran on as sched_waking saw it).
         let mut waking_cpu: BTreeMap<u32, u32> = BTreeMap::new();
@@ -161,12 +161,12 @@ impl Wakeups {
     }
 
     /// Wakeups of `wakee` (a class) in all.
-    pub fn wakeups_of(&self, wakee: &str) -> u64 {
+    pub(crate) fn wakeups_of(&self, wakee: &str) -> u64 {
         self.woken_by.get(wakee).map_or(0, |m| m.values().sum())
     }
 
     /// Wakeups of `wakee` whose waker is `waker`.
-    pub fn woken_by(&self, wakee: &str, waker: &str) -> u64 {
+    pub(crate) fn woken_by(&self, wakee: &str, waker: &str) -> u64 {
         self.woken_by
             .get(wakee)
             .and_then(|m| m.get(waker))
@@ -175,14 +175,15 @@ impl Wakeups {
     }
 
     /// Wakeups issued in hard-interrupt context, all wakees together.
-    pub fn hard_irq_wakeups(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn hard_irq_wakeups(&self) -> u64 {
         self.woken_by.values().filter_map(|m| m.get(HARD_IRQ)).sum()
     }
 }
 
 /// The CPUs each task may run on (`Cpus_allowed_list` of `/proc/PID/status`); tasks that
 /// exited meanwhile are left out.
-pub async fn allowed_cpus(vm: &Vm, pids: &BTreeSet<u32>) -> Result<BTreeMap<u32, Vec<u32>>> {
+pub(crate) async fn allowed_cpus(vm: &Vm, pids: &BTreeSet<u32>) -> Result<BTreeMap<u32, Vec<u32>>> {
     read_id_cpulists(
         vm,
         pids.iter().copied(),
@@ -194,7 +195,7 @@ pub async fn allowed_cpus(vm: &Vm, pids: &BTreeSet<u32>) -> Result<BTreeMap<u32,
 
 /// Runs `line` (shell, with `$id` set) for each id in one guest command and parses its `ID
 /// CPULIST` output; ids whose line prints nothing are left out.
-pub async fn read_id_cpulists(
+pub(crate) async fn read_id_cpulists(
     vm: &Vm,
     ids: impl IntoIterator<Item = u32>,
     line: &str,
@@ -214,7 +215,7 @@ pub async fn read_id_cpulists(
 }
 
 /// `ID CPULIST` lines (a pid or an IRQ number and its CPUs) into a map; blank lines skipped.
-pub fn parse_id_cpulists(text: &str) -> Result<BTreeMap<u32, Vec<u32>>> {
+pub(crate) fn parse_id_cpulists(text: &str) -> Result<BTreeMap<u32, Vec<u32>>> {
     let mut out = BTreeMap::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let (id, cpus) = line

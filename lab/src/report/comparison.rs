@@ -15,17 +15,19 @@ use crate::stats::{decide, holm, Change, Decision, Magnitude, Range, Summary, Ve
 pub const BISECT_SKIP: i32 = 125;
 
 /// A secondary metric is marked when its Holm-adjusted p is below this (`*`)...
-pub const MARK_ALPHA: f64 = 0.05;
+pub(crate) const MARK_ALPHA: f64 = 0.05;
 /// ... or this (`**`), and its shift exceeds its magnitude.
-pub const STRONG_MARK_ALPHA: f64 = 0.01;
+pub(crate) const STRONG_MARK_ALPHA: f64 = 0.01;
 
 /// One metric of a comparison: its definition and the samples of every variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metric {
+    /// The metric's name.
     pub name: String,
     /// Shown after the name in the table, e.g. "%" or "per 100 completions"; may be empty.
     #[serde(default)]
     pub unit: String,
+    /// Which way is better, for the table's wording.
     pub direction: Direction,
     /// The smallest change that matters, in `unit` or relative to the base (records written
     /// before verdicts called it the noise floor).
@@ -85,7 +87,7 @@ impl TryFrom<ComparisonData> for Comparison {
 impl Comparison {
     /// A comparison named `name` (also its JSON file name) of `variants`, the first being the
     /// base every other variant is compared with.
-    pub fn new<S: Into<String>>(
+    pub(crate) fn new<S: Into<String>>(
         name: impl Into<String>,
         variants: impl IntoIterator<Item = S>,
     ) -> Result<Comparison, ReportError> {
@@ -118,6 +120,7 @@ impl Comparison {
         })
     }
 
+    /// The comparison's name.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -127,6 +130,7 @@ impl Comparison {
         &self.variants
     }
 
+    /// The base variant (the first).
     pub fn base(&self) -> &str {
         &self.variants[0]
     }
@@ -143,7 +147,7 @@ impl Comparison {
 
     /// Declares a metric with the smallest change that matters for it (in `unit`, e.g. 2.0 for
     /// two percentage points, or [`Magnitude::relative`]).
-    pub fn add_metric(
+    pub(crate) fn add_metric(
         &mut self,
         name: &str,
         unit: &str,
@@ -193,7 +197,7 @@ impl Comparison {
     }
 
     /// The values `metric` can take; the table's %-of-base intervals are cut to them.
-    pub fn set_range(&mut self, metric: &str, range: Range) -> Result<(), ReportError> {
+    pub(crate) fn set_range(&mut self, metric: &str, range: Range) -> Result<(), ReportError> {
         let index = self.metric_index(metric)?;
         self.metrics[index].range = range;
         Ok(())
@@ -201,7 +205,7 @@ impl Comparison {
 
     /// Decides the comparison on `metric` too, with `magnitude` as the smallest change that
     /// matters (`None`: the metric's own). Primaries move to the front of the table.
-    pub fn make_primary(
+    pub(crate) fn make_primary(
         &mut self,
         metric: &str,
         magnitude: Option<Magnitude>,
@@ -217,6 +221,7 @@ impl Comparison {
         Ok(())
     }
 
+    /// The metric called `name`.
     pub fn metric(&self, name: &str) -> Result<&Metric, ReportError> {
         Ok(&self.metrics[self.metric_index(name)?])
     }
@@ -245,7 +250,7 @@ impl Comparison {
     }
 
     /// Records one boot's value of `metric` for `variant`.
-    pub fn add_sample(
+    pub(crate) fn add_sample(
         &mut self,
         metric: &str,
         variant: &str,
@@ -285,6 +290,7 @@ impl Comparison {
             .sum()
     }
 
+    /// The summary (n, mean, spread, median) of `variant`'s samples of `metric`.
     pub fn summary(&self, metric: &str, variant: &str) -> Result<Summary, ReportError> {
         Summary::of(self.samples(metric, variant)?)
             .map_err(|source| self.stats(metric, variant, source))
@@ -300,7 +306,7 @@ impl Comparison {
     }
 
     /// `variant` against the base for `metric`: what a table row shows.
-    pub fn change(&self, metric: &str, variant: &str) -> Result<Change, ReportError> {
+    pub(crate) fn change(&self, metric: &str, variant: &str) -> Result<Change, ReportError> {
         let range = self.metric(metric)?.range;
         let base = self.samples(metric, self.base())?;
         let other = self.samples(metric, variant)?;
@@ -434,7 +440,7 @@ impl Comparison {
     /// Every metric's numbers, in table order: what the text table and the HTML report show,
     /// computed once here so both always agree. Secondary metrics' p-values are adjusted by
     /// Holm over all of them (every secondary metric against every variant).
-    pub fn rows(&self) -> Vec<MetricRow<'_>> {
+    pub(crate) fn rows(&self) -> Vec<MetricRow<'_>> {
         let mut rows: Vec<MetricRow<'_>> =
             self.metrics.iter().map(|m| self.metric_row(m)).collect();
         let mut family: Vec<(usize, usize, f64)> = Vec::new();
@@ -500,22 +506,24 @@ impl Comparison {
         }
     }
 
-    /// The comparison as an LKP-style table, the primary verdicts first (see [`super::table`]).
+    /// The comparison as an LKP-style table, the primary verdicts first (see `super::table`).
     pub fn table(&self) -> String {
         self.table_of(&self.rows())
     }
 
     /// [`Comparison::table`] from rows already computed.
-    pub fn table_of(&self, rows: &[MetricRow<'_>]) -> String {
+    pub(crate) fn table_of(&self, rows: &[MetricRow<'_>]) -> String {
         super::table::render(self, rows)
     }
 
     /// Writes `<dir>/<name>.json` (name made file-safe) atomically: a reader never sees a
     /// half-written file.
-    pub fn write_json(&self, dir: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
+    #[cfg(test)]
+    pub(crate) fn write_json(&self, dir: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
         super::write_json_atomic(dir, &self.name, self)
     }
 
+    /// Reads a comparison stored as JSON.
     pub fn read_json(path: &std::path::Path) -> anyhow::Result<Comparison> {
         super::read_json(path)
     }
@@ -528,7 +536,7 @@ impl std::fmt::Display for Comparison {
 }
 
 /// A verdict's numbers in one line: shift, interval, p-values, n.
-pub fn describe(v: &Verdict, unit: &str) -> String {
+pub(crate) fn describe(v: &Verdict, unit: &str) -> String {
     // A change of a percentage is in points, not percent.
     let unit = unit_suffix(difference_unit(unit));
     let interval = match v.interval {
@@ -555,7 +563,7 @@ pub fn describe(v: &Verdict, unit: &str) -> String {
 }
 
 /// The unit of a difference of a metric in `unit`: percentage points for a percentage.
-pub fn difference_unit(unit: &str) -> &str {
+pub(crate) fn difference_unit(unit: &str) -> &str {
     if unit == "%" {
         "pp"
     } else {
@@ -565,7 +573,7 @@ pub fn difference_unit(unit: &str) -> &str {
 
 /// One metric's row: the base's summary and every other variant against it.
 #[derive(Debug, Clone)]
-pub struct MetricRow<'a> {
+pub(crate) struct MetricRow<'a> {
     pub metric: &'a Metric,
     /// `None` without samples.
     pub base: Option<Summary>,
@@ -577,7 +585,7 @@ pub struct MetricRow<'a> {
 
 /// One variant against the base in a [`MetricRow`].
 #[derive(Debug, Clone)]
-pub struct VariantChange<'a> {
+pub(crate) struct VariantChange<'a> {
     pub variant: &'a str,
     pub summary: Option<Summary>,
     /// `None` when either side has no samples.

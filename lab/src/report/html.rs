@@ -28,13 +28,17 @@ const PALETTE: [&str; 6] = [
 ];
 
 /// Where the page of the record at `record_path` goes: next to it, `.html` for `.json`.
-pub fn html_path(record_path: &Path) -> PathBuf {
+pub(crate) fn html_path(record_path: &Path) -> PathBuf {
     record_path.with_extension("html")
 }
 
 /// Renders the record read from `record_path` (used to find its boots' files) and writes it to
 /// [`html_path`]. `picture` is the record's own, else the one the caller found for its scenario.
-pub fn write(record: &RunRecord, record_path: &Path, picture: Option<&Picture>) -> Result<PathBuf> {
+pub(crate) fn write(
+    record: &RunRecord,
+    record_path: &Path,
+    picture: Option<&Picture>,
+) -> Result<PathBuf> {
     let path = html_path(record_path);
     let page = render(record, record_path, picture)?;
     std::fs::write(&path, page).with_context(|| format!("writing {}", path.display()))?;
@@ -42,7 +46,11 @@ pub fn write(record: &RunRecord, record_path: &Path, picture: Option<&Picture>) 
 }
 
 /// The page as a string; see [`write`].
-pub fn render(record: &RunRecord, record_path: &Path, picture: Option<&Picture>) -> Result<String> {
+pub(crate) fn render(
+    record: &RunRecord,
+    record_path: &Path,
+    picture: Option<&Picture>,
+) -> Result<String> {
     let c = record.comparison();
     let picture = record.manifest.picture.as_ref().or(picture);
     let topology = topology_of(record, record_path)?;
@@ -933,7 +941,7 @@ fn colour(index: usize) -> &'static str {
 }
 
 /// Text made safe for HTML content and attribute values.
-pub fn esc(text: &str) -> String {
+pub(crate) fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for ch in text.chars() {
         match ch {
@@ -949,88 +957,4 @@ pub fn esc(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::{Direction, Manifest, Mark};
-    use serde_json::json;
-
-    fn record(variant_name: &str) -> RunRecord {
-        let mut c = Comparison::new("c<1>", ["base", variant_name]).unwrap();
-        c.add_metric("share", "%", Direction::Neutral, 1.0).unwrap();
-        let manifest = Manifest {
-            topology: json!({"name": "t", "file": "name = \"t\"\n[[node]]\ncpus = \"0-3\"\nmemory = \"1G\"\n[[llc]]\ncpus = \"0-1\"\n[[llc]]\ncpus = \"2-3\"\n"}),
-            picture: Some(Picture {
-                task: "worker <a>".into(),
-                quantity: "switch-ins".into(),
-                per_cpu: "/map".into(),
-                marks: vec![Mark {
-                    label: "IRQ".into(),
-                    cpu: "/irq".into(),
-                }],
-            }),
-            ..Manifest::default()
-        };
-        let mut r = RunRecord::new(c, manifest).unwrap();
-        for (v, x, map) in [
-            ("base", 1.0, json!({"0": 9, "1": 1})),
-            (variant_name, 90.0, json!({"2": 9, "0": 1})),
-            ("base", 2.0, json!({"0": 1})),
-            (variant_name, 95.0, json!({"2": 1})),
-        ] {
-            r.record_boot(
-                v,
-                [("share", x)],
-                json!({"scenario": {"map": map, "irq": 2}}),
-            )
-            .unwrap();
-        }
-        r
-    }
-
-    #[test]
-    fn text_is_escaped_everywhere() {
-        let page = render(
-            &record("<script>alert(1)</script>"),
-            Path::new("/x/r.json"),
-            None,
-        )
-        .unwrap();
-        assert!(!page.contains("<script"), "{page}");
-        assert!(page.contains("&lt;script&gt;"));
-        assert!(page.contains("c&lt;1&gt;") && page.contains("worker &lt;a&gt;"));
-        assert_eq!(page.matches("<figure class=\"heatmap\"").count(), 2);
-        assert!(page.contains(">IRQ</text>"));
-    }
-
-    #[test]
-    fn bad_picture_data_names_the_file_and_field() {
-        let mut r = record("v");
-        r.boots[1].details = json!({"scenario": {"map": [1, 2], "irq": 2}});
-        let err = render(&r, Path::new("/x/r.json"), None).unwrap_err();
-        let err = format!("{err:#}");
-        assert!(
-            err.contains("/x/r.json") && err.contains("boots[1].details.scenario/map"),
-            "{err}"
-        );
-        let mut r = record("v");
-        r.manifest.topology = json!({"name": "t", "file": "name = 1"});
-        let err = format!(
-            "{:#}",
-            render(&r, Path::new("/x/r.json"), None).unwrap_err()
-        );
-        assert!(err.contains("/x/r.json: manifest.topology.file"), "{err}");
-    }
-
-    #[test]
-    fn links_are_relative_under_the_page_and_encoded() {
-        let dir = Path::new("/r/run");
-        assert_eq!(
-            href(Path::new("/r/run/boots/00-a b/t"), dir),
-            "boots/00-a%20b/t"
-        );
-        assert_eq!(
-            href(Path::new("/elsewhere/x\"y"), dir),
-            "file:///elsewhere/x%22y"
-        );
-    }
-}
+mod tests;

@@ -1,7 +1,7 @@
 //! Skipped parts in nextest's JUnit report. A test that could not run one of its parts here
-//! (no KVM, a missing host tool: [`crate::skip`]) passes with a [`MARKER`] line in its output;
+//! (no KVM, a missing host tool: [`crate::skip`]) passes with a `MARKER` line in its output;
 //! nextest has no way for a running test to call itself skipped, so its JUnit report would
-//! count it as a plain pass. [`mark_skips`] rewrites the report so each such test carries a
+//! count it as a plain pass. `mark_skips` rewrites the report so each such test carries a
 //! `<skipped>` element naming what did not run, and the suites' `skipped` counts include it:
 //! CI's test views then show it as skipped. A test that failed keeps its failure.
 //!
@@ -14,11 +14,11 @@ use anyhow::{Context, Result};
 
 /// How a skipped part's line starts (`LAB-SKIP <test>: <part>: <why>`), as
 /// [`crate::skip`] prints it.
-pub const MARKER: &str = "LAB-SKIP";
+pub(crate) const MARKER: &str = "LAB-SKIP";
 
 /// One test with skipped parts: its suite (binary), name and the marker lines it printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkippedTest {
+pub(crate) struct SkippedTest {
     pub suite: String,
     pub name: String,
     pub lines: Vec<String>,
@@ -27,8 +27,8 @@ pub struct SkippedTest {
 /// A JUnit file with its skipped parts marked, and the tests marked in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MarkedFile {
-    pub path: PathBuf,
-    pub tests: Vec<SkippedTest>,
+    pub(crate) path: PathBuf,
+    pub(crate) tests: Vec<SkippedTest>,
 }
 
 /// What `lab report junit-skips` and `lab test` print: the count, then each test's marker lines
@@ -75,7 +75,7 @@ pub fn mark_skips_in_file(path: &Path) -> Result<MarkedFile> {
 
 /// The report with a `<skipped message="...">` element in every passed test whose output has
 /// [`MARKER`] lines, and the `skipped` counts of its suites and of the whole run raised.
-pub fn mark_skips(xml: &str) -> Result<(String, Vec<SkippedTest>)> {
+pub(crate) fn mark_skips(xml: &str) -> Result<(String, Vec<SkippedTest>)> {
     let doc = parse(xml)?;
     let root = doc.root_element();
     // (byte range, replacement): insertions are empty ranges; applied back to front.
@@ -149,7 +149,7 @@ pub fn mark_skips(xml: &str) -> Result<(String, Vec<SkippedTest>)> {
 }
 
 /// A nextest JUnit report: an XML document whose root is `<testsuites>`.
-pub fn parse(xml: &str) -> Result<roxmltree::Document<'_>> {
+pub(crate) fn parse(xml: &str) -> Result<roxmltree::Document<'_>> {
     let doc = roxmltree::Document::parse(xml).context("not an XML document")?;
     let root = doc.root_element().tag_name().name();
     if root != "testsuites" {

@@ -1,5 +1,5 @@
 //! Records of one comparison from several machines or CI shards as one record: the boots of all,
-//! in input order, through [`RunRecord::record_boot`] like any run's, so the merged table is the
+//! in input order, through `RunRecord::record_boot` like any run's, so the merged table is the
 //! table of one run with every boot. Records whose manifests differ in something that changes
 //! the result are refused, naming the field, unless the caller groups by it: then each of that
 //! field's values gets its own columns (`v6.12 [accelerator=kvm]`).
@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::{Comparison, Manifest, Outputs, Picture, RunRecord};
 
 /// The key a merged boot's details get: the record it came from (to find its raw files).
-pub const SOURCE_KEY: &str = "merged_from";
+pub(crate) const SOURCE_KEY: &str = "merged_from";
 
 /// A manifest field that changes a result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -30,14 +30,14 @@ pub enum Field {
 }
 
 impl Field {
-    pub const ALL: [Field; 4] = [
+    pub(crate) const ALL: [Field; 4] = [
         Field::Kernel,
         Field::Topology,
         Field::Accelerator,
         Field::Parameters,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Field::Kernel => "kernel",
             Field::Topology => "topology",
@@ -136,7 +136,7 @@ fn digest(v: &Value) -> String {
 
 /// Every record file under `paths`: a file is taken as it is, a directory is searched for
 /// `record.json` files (sorted).
-pub fn record_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+pub(crate) fn record_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for path in paths {
         if path.is_file() {
@@ -159,10 +159,11 @@ pub fn record_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// What `lab report merge` made: the merged record and where its files went.
 #[derive(Debug)]
 pub struct Merged {
+    /// The merged record.
     pub record: RunRecord,
     /// How many records went into it.
-    pub sources: usize,
-    pub outputs: Outputs,
+    pub(crate) sources: usize,
+    pub(crate) outputs: Outputs,
 }
 
 impl Merged {
@@ -185,8 +186,8 @@ impl Merged {
     }
 }
 
-/// `lab report merge`: the records under `paths` ([`record_files`]) merged ([`merge`]) and
-/// written ([`RunRecord::write_outputs`]) to `out`, or to a new run directory under
+/// `lab report merge`: the records under `paths` (`record_files`) merged (`merge`) and
+/// written (`RunRecord::write_outputs`) to `out`, or to a new run directory under
 /// `results_root/<comparison>/`. `picture_of` finds a record's scenario picture when its
 /// manifest has none (the scenario registry is above this module).
 pub fn merge_and_write(
@@ -222,7 +223,7 @@ pub fn merge_and_write(
 
 /// Merges `records` (path, record), in order, into one record named after the first. Fields in
 /// `group_by` may differ between records: their values split the variants into columns.
-pub fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Result<RunRecord> {
+pub(crate) fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Result<RunRecord> {
     let Some((first_path, first)) = records.first() else {
         bail!("no records to merge");
     };

@@ -17,6 +17,7 @@ use crate::stats::Verdict;
 pub struct BootRecord {
     /// Position in the run's (interleaved) boot order, from 0.
     pub sequence: usize,
+    /// The variant it booted.
     pub variant: String,
     /// Metric -> this boot's value.
     pub samples: BTreeMap<String, f64>,
@@ -26,12 +27,14 @@ pub struct BootRecord {
 }
 
 /// A stored run: manifest, comparison, and the boots in the order they ran. The record is the
-/// one owner of samples: they enter only through [`RunRecord::record_boot`], and a stored
+/// one owner of samples: they enter only through `RunRecord::record_boot`, and a stored
 /// record whose table disagrees with its boots is refused when read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RunRecordData")]
 pub struct RunRecord {
+    /// The layout's version.
     pub schema_version: u32,
+    /// Where, on what and with which inputs the run happened.
     pub manifest: Manifest,
     pub(super) comparison: Comparison,
     pub(super) boots: Vec<BootRecord>,
@@ -83,11 +86,14 @@ impl TryFrom<RunRecordData> for RunRecord {
 }
 
 impl RunRecord {
-    pub const SCHEMA_VERSION: u32 = 2;
+    pub(crate) const SCHEMA_VERSION: u32 = 2;
 
     /// A record of `definition`: variants and metrics, no samples yet (those come from
     /// [`RunRecord::record_boot`]).
-    pub fn new(definition: Comparison, manifest: Manifest) -> Result<RunRecord, ReportError> {
+    pub(crate) fn new(
+        definition: Comparison,
+        manifest: Manifest,
+    ) -> Result<RunRecord, ReportError> {
         let samples = definition.sample_count();
         if samples > 0 {
             return Err(ReportError::DefinitionHasSamples {
@@ -118,7 +124,7 @@ impl RunRecord {
 
     /// Adds one boot of `variant`: its metric values go into the comparison and the raw boot
     /// list alike. All values are checked first, so a bad one adds nothing.
-    pub fn record_boot<K: AsRef<str>>(
+    pub(crate) fn record_boot<K: AsRef<str>>(
         &mut self,
         variant: &str,
         samples: impl IntoIterator<Item = (K, f64)>,
@@ -185,12 +191,13 @@ impl RunRecord {
 
     /// Writes `<dir>/<comparison name>.json` atomically (the same file name as
     /// [`Comparison::write_json`]: store one or the other per directory).
-    pub fn write_json(&self, dir: &Path) -> anyhow::Result<PathBuf> {
+    #[cfg(test)]
+    pub(crate) fn write_json(&self, dir: &Path) -> anyhow::Result<PathBuf> {
         write_json_atomic(dir, self.comparison.name(), self)
     }
 
     /// Writes `path` atomically.
-    pub fn write_json_to(&self, path: &Path) -> anyhow::Result<()> {
+    pub(crate) fn write_json_to(&self, path: &Path) -> anyhow::Result<()> {
         let dir = path.parent().context("record path has no directory")?;
         let name = path.file_stem().context("record path has no file name")?;
         let written = write_json_atomic(dir, &name.to_string_lossy(), self)?;
@@ -198,6 +205,7 @@ impl RunRecord {
         Ok(())
     }
 
+    /// Reads a stored record (`record.json`), refusing one whose table disagrees with its boots.
     pub fn read_json(path: &Path) -> anyhow::Result<RunRecord> {
         read_json(path)
     }
@@ -206,7 +214,11 @@ impl RunRecord {
     /// `record.html` (`picture`: the scenario's, for a record whose manifest has none). The page
     /// is drawn from the record alone, so a failure to draw it only warns: the record and table
     /// stand without it. The one writer of a run's files, for the runner and `lab report merge`.
-    pub fn write_outputs(&self, dir: &Path, picture: Option<&Picture>) -> anyhow::Result<Outputs> {
+    pub(crate) fn write_outputs(
+        &self,
+        dir: &Path,
+        picture: Option<&Picture>,
+    ) -> anyhow::Result<Outputs> {
         let record = dir.join("record.json");
         self.write_json_to(&record)?;
         let table = dir.join("table.txt");
@@ -229,7 +241,7 @@ impl RunRecord {
 
 /// Where [`RunRecord::write_outputs`] put a record's files.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outputs {
+pub(crate) struct Outputs {
     /// `<dir>/record.json`.
     pub record: PathBuf,
     /// `<dir>/table.txt`.
@@ -240,7 +252,7 @@ pub struct Outputs {
 
 /// Creates `parent/<UTC time>-<unique>/`: a directory no other run shares (a comparison's run,
 /// a merge).
-pub fn run_dir(parent: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn run_dir(parent: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -260,6 +272,7 @@ pub fn run_dir(parent: &Path) -> anyhow::Result<PathBuf> {
 /// A boot that ran and gave no sample.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RejectedBoot {
+    /// The variant it booted.
     pub variant: String,
     /// Why its sample is not a sample, quoting the kernel log line or the observer.
     pub cause: String,
@@ -274,6 +287,7 @@ pub struct DecisionPoint {
     pub boots: usize,
     /// Valid boots per variant.
     pub per_variant: BTreeMap<String, usize>,
+    /// Each primary metric's verdict for each variant, then.
     pub verdicts: Vec<PairVerdict>,
     /// What the run did next: "stop: every primary verdict decided", "add boots to ...",
     /// "stop: the cap of N boots per variant reached".
@@ -283,7 +297,9 @@ pub struct DecisionPoint {
 /// A primary metric's verdict for one variant at a [`DecisionPoint`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairVerdict {
+    /// The metric.
     pub metric: String,
+    /// The variant, against the base.
     pub variant: String,
     /// `None` when a side had no samples of the metric yet.
     pub verdict: Option<Verdict>,

@@ -1,6 +1,6 @@
 //! Records stored on disk, found and shown again: `lab report` prints each one's table or writes
-//! its page, and [`files_under`] is the one search of a results tree (`lab report`,
-//! [`super::merge::record_files`]).
+//! its page, and `files_under` is the one search of a results tree (`lab report`,
+//! `super::merge::record_files`).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use super::{Picture, RunRecord};
 
 /// Every file under `dir` (searched to any depth) that `keep` accepts, sorted.
-pub fn files_under(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
+pub(crate) fn files_under(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
@@ -33,15 +33,23 @@ pub fn files_under(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathB
 pub enum Shown {
     /// A record's table, headed by its path (and why it stopped early, if it did).
     Table {
+        /// The record.
         path: PathBuf,
+        /// Why its run stopped early, if it did.
         failure: Option<String>,
+        /// Its comparison's table.
         table: String,
     },
     /// The page written next to a record (`--html`).
     Page(PathBuf),
     /// A JSON file found by searching that is not a record: skipped, with why. A file named on
     /// the command line must be a record (an error instead).
-    Skipped { path: PathBuf, error: anyhow::Error },
+    Skipped {
+        /// The file.
+        path: PathBuf,
+        /// Why it is not a record.
+        error: anyhow::Error,
+    },
 }
 
 impl Shown {

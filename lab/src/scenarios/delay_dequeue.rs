@@ -20,13 +20,16 @@ use crate::devices::DeviceSpec;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
 use crate::observe::{allowed_cpus, per_cpu_map, Interrupts, WakeupTrace, Wakeups, HARD_IRQ};
 use crate::report::{Direction, Picture};
-use crate::storage::StorageStack;
+pub use crate::storage::StorageStack;
 use crate::topology::{format_cpulist, parse_size, Topology};
 use crate::variant::Variant;
 use crate::workload::{Fio, FioResult};
 
+/// The kernel every column boots.
 pub const KERNEL: &str = "v6.12";
+/// The scheduler feature as the kernel has it.
 pub const WITH_DELAY: &str = "DELAY_DEQUEUE";
+/// The feature turned off.
 pub const WITHOUT_DELAY: &str = "NO_DELAY_DEQUEUE";
 
 /// fio's threads (the job is named `lab`, but its threads keep the program's name).
@@ -71,6 +74,7 @@ pub struct DelayDequeueParams {
     pub io_queues: u16,
     /// Namespace size (sparse on the host).
     pub namespace: String,
+    /// The storage under fio's files.
     pub stack: StorageStack,
     /// The job; with `cpus_allowed` unset it runs on every CPU but CPU 0, as the seed's ran on
     /// CPUs 1-8.
@@ -105,6 +109,7 @@ impl DelayDequeue {
         }
     }
 
+    /// With `queues` NVMe I/O queue pairs.
     pub fn io_queues(mut self, queues: u16) -> Self {
         self.params.io_queues = queues;
         self
@@ -255,7 +260,7 @@ impl Scenario for DelayDequeue {
 }
 
 /// The per-boot metrics of S3.
-pub fn metrics(
+pub(crate) fn metrics(
     wakeups: &Wakeups,
     allowed: &BTreeMap<u32, Vec<u32>>,
     irq_per_cpu: &[u64],
@@ -349,7 +354,7 @@ pub fn metrics(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{FioDirection, FioJob};
+    use crate::workload::fio::{FioDirection, FioJob};
 
     fn ci() -> Topology {
         Topology::by_name(crate::host::DEFAULT_TOPOLOGY).unwrap()

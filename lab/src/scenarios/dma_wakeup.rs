@@ -50,10 +50,13 @@ pub enum DmaEngine {
 /// Everything a run of S1 can change (`lab compare dma-wakeup --set NAME=VALUE`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DmaWakeupParams {
+    /// The DMA engine the guest gets.
     pub engine: DmaEngine,
+    /// Where the engine's interrupt is pinned, relative to the thread's start CPU.
     pub placement: IrqPlacement,
     /// The CPU dmatest's thread starts its work on.
     pub start_cpu: u32,
+    /// The dmatest run.
     pub dmatest: Dmatest,
 }
 
@@ -63,7 +66,9 @@ pub struct DmaWakeup {
     params: DmaWakeupParams,
 }
 
+/// The base kernel.
 pub const BASE: &str = "v6.12";
+/// The base with the seed's fix reverted (`wake_affine_idle()` follows the interrupt).
 pub const REVERT: &str = "v6.12+wake-affine-idle-revert";
 
 impl DmaWakeup {
@@ -80,16 +85,19 @@ impl DmaWakeup {
         }
     }
 
+    /// With the interrupt placed `placement`.
     pub fn placement(mut self, placement: IrqPlacement) -> Self {
         self.params.placement = placement;
         self
     }
 
+    /// With `engine`.
     pub fn engine(mut self, engine: DmaEngine) -> Self {
         self.params.engine = engine;
         self
     }
 
+    /// With these dmatest parameters.
     pub fn dmatest(mut self, dmatest: Dmatest) -> Self {
         self.params.dmatest = dmatest;
         self
@@ -99,7 +107,7 @@ impl DmaWakeup {
 impl DmaWakeupParams {
     /// The interrupt's CPU: the first CPU of the next LLC in the start CPU's node (cross-LLC),
     /// the start LLC's next CPU (same LLC), or the first CPU of the next node (remote node).
-    pub fn irq_cpu(&self, topology: &Topology) -> Result<u32> {
+    pub(crate) fn irq_cpu(&self, topology: &Topology) -> Result<u32> {
         let start_llc = topology.llc_of(self.start_cpu).with_context(|| {
             format!(
                 "start_cpu {} is not a CPU of {}",
@@ -140,7 +148,7 @@ impl DmaWakeupParams {
     /// The CPU the guest script's own shell runs on: the last CPU outside the start CPU's and
     /// the interrupt's LLCs, so the script's polling does not disturb the CPUs being watched.
     /// None when the topology has no such CPU (then the shell is left where the kernel puts it).
-    pub fn control_cpu(&self, topology: &Topology, irq_cpu: u32) -> Option<u32> {
+    pub(crate) fn control_cpu(&self, topology: &Topology, irq_cpu: u32) -> Option<u32> {
         let watched: Vec<u32> = [self.start_cpu, irq_cpu]
             .iter()
             .filter_map(|c| topology.llc_of(*c))
@@ -343,7 +351,7 @@ impl Scenario for DmaWakeup {
 /// than the thread's CPU at that moment, which `wake_affine_idle()` decides to pull to the
 /// waker's LLC or not. The fields keep the names the records' `placement` details have.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct CrossLlcWakeups {
+pub(crate) struct CrossLlcWakeups {
     /// Wakeups issued from a CPU in another LLC than the task's CPU (from `sched_waking` on the
     /// waker's CPU to the `sched_wakeup` that placed the task).
     pub wakeups_from_other_llc: u64,
@@ -357,7 +365,7 @@ pub struct CrossLlcWakeups {
 impl CrossLlcWakeups {
     /// Folds the thread's wakeups by `topology`'s LLCs. A wakeup whose `sched_waking` the
     /// trace lacks, or whose target it does not show, counts in none of the figures.
-    pub fn fold(wakeups: &[TaskWakeup], topology: &Topology) -> CrossLlcWakeups {
+    pub(crate) fn fold(wakeups: &[TaskWakeup], topology: &Topology) -> CrossLlcWakeups {
         let llc = |c: u32| topology.llc_of(c).map(|l| l.id);
         let mut out = CrossLlcWakeups::default();
         for w in wakeups {
@@ -390,7 +398,7 @@ struct PlacementDetails<'a> {
 }
 
 /// The per-boot metrics of S1.
-pub fn metrics(
+pub(crate) fn metrics(
     placement: &TaskPlacement,
     cross_llc: &CrossLlcWakeups,
     topology: &Topology,

@@ -25,6 +25,7 @@ use crate::workload::{Hackbench, HackbenchResult};
 /// Everything a run of S2 can change (`lab compare eevdf-parity --set hackbench.loops=400`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EevdfParityParams {
+    /// The hackbench run.
     pub hackbench: Hackbench,
     /// Count hackbench's preemptions and migrations with tracefs (switch-outs of its tasks are
     /// recorded one by one; off leaves only rusage's counts and the time).
@@ -41,7 +42,9 @@ pub struct EevdfParity {
 
 /// The kernel both columns boot; they differ in one scheduler feature.
 pub const KERNEL: &str = "v6.12";
+/// The scheduler feature as the kernel has it.
 pub const WITH_PARITY: &str = "RUN_TO_PARITY";
+/// The feature turned off.
 pub const WITHOUT_PARITY: &str = "NO_RUN_TO_PARITY";
 
 /// The last kernel before EEVDF (CFS), Debian bookworm's 6.1.
@@ -83,6 +86,7 @@ impl EevdfParity {
         }
     }
 
+    /// With this hackbench run.
     pub fn hackbench(mut self, hackbench: Hackbench) -> Self {
         self.params.hackbench = hackbench;
         self
@@ -205,7 +209,7 @@ impl Scenario for EevdfParity {
 
 /// What the trace says of hackbench's tasks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Switches {
+pub(crate) struct Switches {
     /// Switch-outs with the task still runnable (`prev_state=R` or `R+`): preempted.
     pub preempted: u64,
     /// Switch-outs because the task blocked.
@@ -216,7 +220,7 @@ pub struct Switches {
 }
 
 impl Switches {
-    pub fn from_events(events: &[TraceEvent]) -> Switches {
+    pub(crate) fn from_events(events: &[TraceEvent]) -> Switches {
         let mut s = Switches {
             counts: EventCounts::from_events(events),
             ..Switches::default()
@@ -243,7 +247,7 @@ impl Switches {
 }
 
 /// The per-boot metrics of S2.
-pub fn metrics(
+pub(crate) fn metrics(
     hackbench: &Hackbench,
     result: &HackbenchResult,
     usage: &ResourceUse,

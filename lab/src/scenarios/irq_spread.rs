@@ -26,6 +26,7 @@ use crate::topology::{format_cpulist, parse_cpulist, parse_size, Topology};
 use crate::variant::Variant;
 use crate::workload::{Fio, FioResult};
 
+/// The kernel every column boots.
 pub const KERNEL: &str = "v6.12";
 /// As many queues as the CI topology's CPUs: the kernel's default spreading.
 pub const MANY_QUEUES: &str = "many-queues";
@@ -39,6 +40,7 @@ pub const ONE_QUEUE: &str = "one-queue";
 pub struct IrqSpreadParams {
     /// NVMe I/O queue pairs.
     pub io_queues: u16,
+    /// Namespace size (sparse on the host).
     pub namespace: String,
     /// With `numjobs` 0 and `cpus_allowed` unset: one job per guest CPU, each on its own CPU.
     pub fio: Fio,
@@ -244,7 +246,7 @@ async fn read_effective(
 
 /// What moving a vector that is not managed did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MovedVector {
+pub(crate) struct MovedVector {
     pub irq: u32,
     pub to_cpu: u32,
     /// `smp_affinity_list` and `effective_affinity_list` read after the interrupts that
@@ -257,7 +259,7 @@ pub struct MovedVector {
 
 impl MovedVector {
     /// The share of its interrupts after the move on the new CPU; `None` when it fired none.
-    pub fn on_target_pct(&self) -> Option<f64> {
+    pub(crate) fn on_target_pct(&self) -> Option<f64> {
         let total: u64 = self.after_move.iter().sum();
         if total == 0 {
             return None;
@@ -305,7 +307,7 @@ async fn move_vector(vm: &crate::vm::Vm, irq: u32, cpu: u32) -> Result<MovedVect
 
 /// The per-boot spread metrics from the I/O vectors' effective targets and their completions
 /// per CPU.
-pub fn metrics(
+pub(crate) fn metrics(
     topology: &Topology,
     effective: &BTreeMap<u32, Vec<u32>>,
     per_cpu: &[u64],

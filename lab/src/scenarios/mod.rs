@@ -18,15 +18,15 @@ use crate::experiment::{Experiment, MetricDef, Outcome, Scenario};
 use crate::variant::Variant;
 use crate::Lab;
 
-pub use delay_dequeue::DelayDequeue;
-pub use dma_wakeup::DmaWakeup;
-pub use eevdf_parity::EevdfParity;
-pub use irq_spread::IrqSpread;
-pub use numa_scan::NumaScan;
+pub(crate) use delay_dequeue::DelayDequeue;
+pub(crate) use dma_wakeup::DmaWakeup;
+pub(crate) use eevdf_parity::EevdfParity;
+pub(crate) use irq_spread::IrqSpread;
+pub(crate) use numa_scan::NumaScan;
 
 /// One shipped scenario, type-erased: what `lab scenarios`, `lab compare`, `lab prepare` and the
 /// report ask of it. Every `Scenario` is one ([`Registered`] is implemented for all of them).
-pub trait Registered {
+pub(crate) trait Registered {
     fn listing(&self) -> Result<Listing>;
     fn picture(&self) -> Option<crate::report::Picture>;
     /// Runs it as `request` asks.
@@ -56,10 +56,10 @@ impl<S: Scenario + Clone + 'static> Registered for S {
 }
 
 /// Makes a shipped scenario with its seed parameters.
-pub type Constructor = fn() -> Box<dyn Registered>;
+pub(crate) type Constructor = fn() -> Box<dyn Registered>;
 
 /// The shipped scenarios, in `lab scenarios` order: the one table every look-up by name reads.
-pub const REGISTRY: &[(&str, Constructor)] = &[
+pub(crate) const REGISTRY: &[(&str, Constructor)] = &[
     ("dma-wakeup", || Box::new(DmaWakeup::seed())),
     ("eevdf-parity", || Box::new(EevdfParity::seed())),
     ("numa-scan", || Box::new(NumaScan::seed())),
@@ -68,12 +68,12 @@ pub const REGISTRY: &[(&str, Constructor)] = &[
 ];
 
 /// The shipped scenario names, in `lab scenarios` order.
-pub fn names() -> Vec<&'static str> {
+pub(crate) fn names() -> Vec<&'static str> {
     REGISTRY.iter().map(|(name, _)| *name).collect()
 }
 
 /// The shipped scenario `name`.
-pub fn find(name: &str) -> Result<Box<dyn Registered>> {
+pub(crate) fn find(name: &str) -> Result<Box<dyn Registered>> {
     match REGISTRY.iter().find(|(n, _)| *n == name) {
         Some((_, make)) => Ok(make()),
         None => bail!(
@@ -85,7 +85,7 @@ pub fn find(name: &str) -> Result<Box<dyn Registered>> {
 
 /// What `lab scenarios` shows of one scenario.
 #[derive(Debug, Clone)]
-pub struct Listing {
+pub(crate) struct Listing {
     pub name: String,
     pub description: String,
     pub topology: String,
@@ -133,22 +133,22 @@ impl std::fmt::Display for Listing {
 }
 
 /// Every shipped scenario with its defaults.
-pub fn list() -> Result<Vec<Listing>> {
+pub(crate) fn list() -> Result<Vec<Listing>> {
     REGISTRY.iter().map(|(_, make)| make().listing()).collect()
 }
 
-/// What `lab scenarios` prints: every shipped scenario's [`Listing`], in registry order.
+/// What `lab scenarios` prints: every shipped scenario's `Listing`, in registry order.
 pub fn list_text() -> Result<String> {
     Ok(list()?.iter().map(Listing::to_string).collect())
 }
 
 /// One shipped scenario's defaults.
-pub fn describe(name: &str) -> Result<Listing> {
+pub(crate) fn describe(name: &str) -> Result<Listing> {
     find(name)?.listing()
 }
 
 /// The picture a shipped scenario's report draws, for records written before records kept it.
-pub fn picture(name: &str) -> Option<crate::report::Picture> {
+pub(crate) fn picture(name: &str) -> Option<crate::report::Picture> {
     find(name).ok()?.picture()
 }
 
@@ -161,7 +161,7 @@ pub fn picture_of(record: &crate::report::RunRecord) -> Option<crate::report::Pi
 
 /// The kernels the shipped scenarios' default comparisons boot, each once, in registry order
 /// (what `lab prepare` builds unless told otherwise; `debian`, a download, is left out).
-pub fn default_kernels() -> Result<Vec<String>> {
+pub(crate) fn default_kernels() -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for l in list()? {
         for v in l.variants {
@@ -177,7 +177,9 @@ pub fn default_kernels() -> Result<Vec<String>> {
 /// defaults.
 #[derive(Debug, Clone, Default)]
 pub struct Request {
+    /// The registered scenario (`lab scenarios` lists them).
     pub scenario: String,
+    /// The variants, base first (empty: the scenario's).
     pub variants: Vec<Variant>,
     /// Exactly this many boots per variant (default: adaptive on the primary verdicts).
     pub repetitions: Option<usize>,
@@ -190,11 +192,13 @@ pub struct Request {
     pub primaries: Vec<(String, Option<crate::stats::Magnitude>)>,
     /// The boot order's seed (default: a fresh one, recorded).
     pub seed: Option<u64>,
+    /// The topology (default: the scenario's).
     pub topology: Option<String>,
     /// Parameter overrides for every variant.
     pub set: BTreeMap<String, String>,
     /// Comparison name (default: the scenario's).
     pub name: Option<String>,
+    /// Where results go (default [`crate::results_root`]).
     pub results_root: Option<PathBuf>,
     /// Replace the scenario's devices in order (`--device passthrough:NAME`).
     pub devices: Vec<crate::devices::DeviceSpec>,

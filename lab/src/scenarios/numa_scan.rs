@@ -26,6 +26,7 @@ use crate::variant::Variant;
 use crate::vm::Vm;
 use crate::workload::{Numa01, Numa01Result};
 
+/// The base kernel.
 pub const BASE: &str = "v6.12";
 /// v6.12 without the seed's fix (b7a5b537c55c's partial-VMA continuation) and nothing else.
 pub const REVERT: &str = "v6.12+numa-scan-revert";
@@ -34,7 +35,7 @@ pub const PID_ONLY: &str = "v6.12+numa-scan-pid-only";
 
 /// The `/proc/vmstat` counters the seed compared, each a metric of its own (deltas over the
 /// workload's run).
-pub const NUMA_COUNTERS: &[&str] = &[
+pub(crate) const NUMA_COUNTERS: &[&str] = &[
     "numa_pte_updates",
     "numa_hint_faults",
     "numa_hint_faults_local",
@@ -61,6 +62,7 @@ const NUMAB_DEBUGFS: &str = "/sys/kernel/debug/sched/numa_balancing";
 /// Everything a run of S4 can change (`lab compare numa-scan --set NAME=VALUE`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NumaScanParams {
+    /// The numa01 run.
     pub numa01: Numa01,
     /// `kernel.numa_balancing`, written before the run and read back (1: on; 0 turns the
     /// whole mechanism off, a control).
@@ -169,6 +171,7 @@ impl NumaScan {
         }
     }
 
+    /// With this numa01 run.
     pub fn numa01(mut self, numa01: Numa01) -> Self {
         self.params.numa01 = numa01;
         self
@@ -357,7 +360,7 @@ fn local_share(counters: &BTreeMap<String, i64>) -> Option<f64> {
 }
 
 /// The per-boot metrics of S4: each counter over the whole run and over its late window.
-pub fn metrics(
+pub(crate) fn metrics(
     counters: &BTreeMap<String, i64>,
     late_counters: &BTreeMap<String, i64>,
     result: &Numa01Result,

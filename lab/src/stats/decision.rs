@@ -22,10 +22,10 @@ use super::rank::{kolmogorov_smirnov_p, mann_whitney_p, shift_estimate, shift_in
 use super::{check, Interval, StatsError, Summary};
 
 /// A comparison is DIFFERENT only at p <= this (the smaller of the two rank tests).
-pub const DIFFERENT_ALPHA: f64 = 0.01;
+pub(crate) const DIFFERENT_ALPHA: f64 = 0.01;
 /// A comparison is SAME when the interval of the shift at this confidence lies inside the
 /// magnitude (4 boots a side are the fewest that give one).
-pub const SAME_CONFIDENCE: f64 = 0.95;
+pub(crate) const SAME_CONFIDENCE: f64 = 0.95;
 
 /// The smallest change of a metric that matters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -35,7 +35,10 @@ pub enum Magnitude {
     Absolute(f64),
     /// A fraction of the base's mean (`{"relative": 0.5}`: half the base), for counts whose
     /// level depends on the host.
-    Relative { relative: f64 },
+    Relative {
+        /// The fraction (0.05: 5% of the base's mean).
+        relative: f64,
+    },
 }
 
 impl Magnitude {
@@ -45,7 +48,7 @@ impl Magnitude {
     }
 
     /// In the metric's unit, for a base whose mean is `base_mean`.
-    pub fn in_units(self, base_mean: f64) -> f64 {
+    pub(crate) fn in_units(self, base_mean: f64) -> f64 {
         match self {
             Magnitude::Absolute(x) => x.abs(),
             Magnitude::Relative { relative } => (relative * base_mean).abs(),
@@ -53,7 +56,7 @@ impl Magnitude {
     }
 
     /// A finite, non-negative number.
-    pub fn is_valid(self) -> bool {
+    pub(crate) fn is_valid(self) -> bool {
         let x = match self {
             Magnitude::Absolute(x) => x,
             Magnitude::Relative { relative } => relative,
@@ -107,8 +110,11 @@ impl std::fmt::Display for Magnitude {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Decision {
+    /// The variant differs from the base by more than the magnitude.
     Different,
+    /// The variant is within the magnitude of the base.
     Same,
+    /// Neither yet: more boots may decide it.
     Unknown,
 }
 
@@ -125,21 +131,26 @@ impl std::fmt::Display for Decision {
 /// A variant against the base on one metric: the decision and the numbers behind it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
+    /// What was decided.
     pub decision: Decision,
     /// The smallest change that matters, in the metric's unit.
     pub magnitude: f64,
     /// Hodges-Lehmann shift of the variant from the base, in the metric's unit.
     pub shift: f64,
-    /// The exact [`SAME_CONFIDENCE`] interval of the shift (never clipped: its ends are
+    /// The exact `SAME_CONFIDENCE` interval of the shift (never clipped: its ends are
     /// differences of real samples, so it stays inside what a difference of the metric can be,
     /// and its coverage holds); `None` while the samples are too few for it (fewer than 4 a
     /// side).
     pub interval: Option<Interval>,
     /// min(Mann-Whitney, Kolmogorov-Smirnov).
     pub p: f64,
+    /// The Mann-Whitney test's p.
     pub mann_whitney_p: f64,
+    /// The Kolmogorov-Smirnov test's p.
     pub ks_p: f64,
+    /// Samples of the base.
     pub n_base: usize,
+    /// Samples of the variant.
     pub n_variant: usize,
     /// Difference of the means, for the reader (the rules use the shift).
     pub mean_difference: f64,
@@ -151,7 +162,7 @@ impl Verdict {
     /// approximation (pooled standard deviation, the rank tests' efficiency of about 0.95 is
     /// ignored), for the message that says more boots are needed; `None` when it does not
     /// apply (decided, no spread, or a shift right at the magnitude).
-    pub fn boots_needed(&self, base: &Summary, variant: &Summary) -> Option<usize> {
+    pub(crate) fn boots_needed(&self, base: &Summary, variant: &Summary) -> Option<usize> {
         if self.decision != Decision::Unknown {
             return None;
         }
@@ -183,7 +194,11 @@ impl Verdict {
 
 /// Decides `variant` against `base` with `magnitude` (in the metric's unit, or relative to the
 /// base's mean).
-pub fn decide(base: &[f64], variant: &[f64], magnitude: Magnitude) -> Result<Verdict, StatsError> {
+pub(crate) fn decide(
+    base: &[f64],
+    variant: &[f64],
+    magnitude: Magnitude,
+) -> Result<Verdict, StatsError> {
     check(base).map_err(|e| StatsError::Base(Box::new(e)))?;
     check(variant).map_err(|e| StatsError::Variant(Box::new(e)))?;
     let base_summary = Summary::of(base)?;
@@ -220,7 +235,7 @@ pub fn decide(base: &[f64], variant: &[f64], magnitude: Magnitude) -> Result<Ver
 
 /// Holm's step-down adjustment of `p` (any order; the result is in the same order): the
 /// family-wise error rate stays at most alpha when each adjusted value is compared with alpha.
-pub fn holm(p: &[f64]) -> Vec<f64> {
+pub(crate) fn holm(p: &[f64]) -> Vec<f64> {
     let m = p.len();
     let mut order: Vec<usize> = (0..m).collect();
     order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));

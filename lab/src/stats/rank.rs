@@ -72,7 +72,7 @@ fn subset_sum_counts(weights: &[u64], k: usize) -> Vec<f64> {
 /// all C(n, n_a) splits of the pooled samples whose rank sum for the first group lies at least
 /// as far from its expectation as the observed one. Ties get midranks and are counted exactly.
 /// 1.0 when either side is empty.
-pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
+pub(crate) fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
     if a.is_empty() || b.is_empty() {
         return 1.0;
     }
@@ -97,7 +97,7 @@ pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
 /// between the two empirical distribution functions is at least the observed one. With ties
 /// the functions are compared only where the pooled values change, as the statistic is defined.
 /// 1.0 when either side is empty.
-pub fn kolmogorov_smirnov_p(a: &[f64], b: &[f64]) -> f64 {
+pub(crate) fn kolmogorov_smirnov_p(a: &[f64], b: &[f64]) -> f64 {
     if a.is_empty() || b.is_empty() {
         return 1.0;
     }
@@ -172,7 +172,7 @@ pub fn kolmogorov_smirnov_p(a: &[f64], b: &[f64]) -> f64 {
 
 /// The Hodges-Lehmann estimate of how far `b` lies above `a`: the median of all pairwise
 /// differences b_j - a_i. `None` when either side is empty.
-pub fn shift_estimate(a: &[f64], b: &[f64]) -> Option<f64> {
+pub(crate) fn shift_estimate(a: &[f64], b: &[f64]) -> Option<f64> {
     let d = pairwise_differences(a, b);
     if d.is_empty() {
         return None;
@@ -198,7 +198,7 @@ fn pairwise_differences(a: &[f64], b: &[f64]) -> Vec<f64> {
 /// A confidence interval of the shift from `a` to `b` and the confidence it really has (the
 /// rank statistic is discrete, so it is the smallest available level at or above the one asked).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ShiftInterval {
+pub(crate) struct ShiftInterval {
     pub low: f64,
     pub high: f64,
     pub confidence: f64,
@@ -211,7 +211,7 @@ pub struct ShiftInterval {
 /// Mann-Whitney test at 1 - `confidence` does not reject, so its ends are always differences
 /// of real samples and stay inside what the metric can take. `None` when the samples are too
 /// few for that confidence (3 a side give at most 90%, 4 a side 97.1%).
-pub fn shift_interval(a: &[f64], b: &[f64], confidence: f64) -> Option<ShiftInterval> {
+pub(crate) fn shift_interval(a: &[f64], b: &[f64], confidence: f64) -> Option<ShiftInterval> {
     let (m, n) = (a.len(), b.len());
     if m == 0 || n == 0 || !(0.0..1.0).contains(&confidence) {
         return None;

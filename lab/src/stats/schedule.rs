@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 /// How many boots per variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Repetitions {
+pub(crate) enum Repetitions {
     /// Exactly this many per variant (`--repetitions N`).
     Fixed(usize),
     /// Start with `initial` per variant; while a primary verdict is UNKNOWN, add boots to the
@@ -36,7 +36,7 @@ impl Default for Repetitions {
 
 impl Repetitions {
     /// Boots per variant of the first stage.
-    pub fn initial(self) -> usize {
+    pub(crate) fn initial(self) -> usize {
         match self {
             Repetitions::Fixed(n) => n,
             Repetitions::Adaptive { initial, .. } => initial,
@@ -44,7 +44,7 @@ impl Repetitions {
     }
 
     /// The most boots a variant can get.
-    pub fn cap(self) -> usize {
+    pub(crate) fn cap(self) -> usize {
         match self {
             Repetitions::Fixed(n) => n,
             Repetitions::Adaptive { cap, .. } => cap,
@@ -53,7 +53,7 @@ impl Repetitions {
 
     /// The next stage's count per variant for variants that now have `have`; `None` when no
     /// more boots may be added.
-    pub fn next_target(self, have: usize) -> Option<usize> {
+    pub(crate) fn next_target(self, have: usize) -> Option<usize> {
         match self {
             Repetitions::Fixed(_) => None,
             Repetitions::Adaptive { cap, .. } => {
@@ -64,7 +64,7 @@ impl Repetitions {
     }
 
     /// At least one boot, and an adaptive cap not below its start.
-    pub fn check(self) -> Result<(), String> {
+    pub(crate) fn check(self) -> Result<(), String> {
         match self {
             Repetitions::Fixed(0) => Err("repetitions must be at least 1".into()),
             Repetitions::Adaptive { initial: 0, .. } => {
@@ -82,7 +82,7 @@ impl Repetitions {
 /// and the variants whose primary verdict is still UNKNOWN: the base and those variants below
 /// the cap, all brought up to the next step; `None` when the run stops (fixed, nothing
 /// undecided, or the cap reached).
-pub fn next_stage(
+pub(crate) fn next_stage(
     repetitions: Repetitions,
     have: &[usize],
     undecided: &[usize],
@@ -114,6 +114,7 @@ pub struct BootOrder {
 }
 
 impl BootOrder {
+    /// The order `seed` gives.
     pub fn new(seed: u64) -> BootOrder {
         BootOrder {
             seed,
@@ -125,7 +126,7 @@ impl BootOrder {
 
     /// A seed for a run that was not given one: from the clock and the process id, so two runs
     /// started at once differ. It is recorded; pass it back to get the same order.
-    pub fn fresh_seed() -> u64 {
+    pub(crate) fn fresh_seed() -> u64 {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -134,6 +135,7 @@ impl BootOrder {
         mix.next_u64()
     }
 
+    /// The seed.
     pub fn seed(&self) -> u64 {
         self.seed
     }

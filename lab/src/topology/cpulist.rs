@@ -3,21 +3,49 @@
 
 /// Highest CPU id accepted in a cpulist. QEMU's q35 stops at 4096 vCPUs; the cap also keeps a
 /// typo such as `0-4000000000` from allocating gigabytes.
-pub const MAX_CPU_ID: u32 = 4095;
+pub(crate) const MAX_CPU_ID: u32 = 4095;
 
 /// Why a cpulist did not parse. The caller adds the file and field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CpuListError {
+    /// An entry between two commas is empty.
     #[error("empty entry in cpulist {list:?} (entries are CPU ids or ranges like 0-3, separated by single commas)")]
-    EmptyEntry { list: String },
+    EmptyEntry {
+        /// The list.
+        list: String,
+    },
+    /// An entry is neither a CPU id nor a range.
     #[error("{entry:?} in cpulist {list:?} is not a CPU id or a range like 0-3")]
-    NotACpu { list: String, entry: String },
+    NotACpu {
+        /// The list.
+        list: String,
+        /// The entry.
+        entry: String,
+    },
+    /// A range ends below its start.
     #[error("range {entry:?} in cpulist {list:?} runs backwards")]
-    Backwards { list: String, entry: String },
+    Backwards {
+        /// The list.
+        list: String,
+        /// The range.
+        entry: String,
+    },
+    /// A CPU is listed twice.
     #[error("CPU {cpu} appears twice in cpulist {list:?}")]
-    Duplicate { list: String, cpu: u32 },
+    Duplicate {
+        /// The list.
+        list: String,
+        /// The CPU.
+        cpu: u32,
+    },
+    /// A CPU id above the highest one accepted (4095).
     #[error("CPU {cpu} in cpulist {list:?} is above the maximum CPU id {MAX_CPU_ID}")]
-    TooLarge { list: String, cpu: u32 },
+    TooLarge {
+        /// The list.
+        list: String,
+        /// The CPU.
+        cpu: u32,
+    },
 }
 
 /// Parses a Linux cpulist such as `"0-3,8"` into sorted CPU ids (`[0, 1, 2, 3, 8]`).

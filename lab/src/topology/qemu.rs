@@ -8,7 +8,7 @@ const MIB: u64 = 1 << 20;
 /// How declared sockets and LLCs become QEMU sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Mapping {
+pub(crate) enum Mapping {
     /// Every declared socket holds exactly one LLC: QEMU sockets are the declared sockets.
     Sockets,
     /// Some socket holds several LLCs. QEMU 11.1 shows one L3 per socket (qemu64, EPYC-v4) and
@@ -28,14 +28,14 @@ impl std::fmt::Display for Mapping {
 
 /// The QEMU arguments for a topology (`-smp`, `-m`, memory backends, `-numa`, `-cpu`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QemuTopology {
+pub(crate) struct QemuTopology {
     pub args: Vec<String>,
     pub mapping: Mapping,
 }
 
 impl Topology {
     /// QEMU sockets and cores per socket under the topology's [`Mapping`].
-    pub fn qemu_sockets_cores(&self) -> (u32, u32) {
+    pub(crate) fn qemu_sockets_cores(&self) -> (u32, u32) {
         let t = self.threads_per_core();
         match self.mapping() {
             Mapping::Sockets => (self.sockets(), self.cpus_per_socket() / t),
@@ -47,7 +47,7 @@ impl Topology {
     }
 
     /// The CPUs of each socket QEMU will create, in order.
-    pub fn qemu_socket_cpus(&self) -> Vec<Vec<u32>> {
+    pub(crate) fn qemu_socket_cpus(&self) -> Vec<Vec<u32>> {
         let (sockets, cores) = self.qemu_sockets_cores();
         let per = cores * self.threads_per_core();
         (0..sockets)
@@ -59,7 +59,7 @@ impl Topology {
     /// kernel and devices. Node memory is a shared memfd (`share=on`) so that vfio-user device
     /// processes can map guest RAM, bound to its `host_node` when the file names one, of
     /// hugepages when it asks for them.
-    pub fn qemu_args(&self) -> QemuTopology {
+    pub(crate) fn qemu_args(&self) -> QemuTopology {
         let n = self.nr_cpus();
         let t = self.threads_per_core();
         let (sockets, cores) = self.qemu_sockets_cores();
@@ -118,7 +118,7 @@ impl Topology {
         }
     }
 
-    /// One sentence: which [`Mapping`] is used and why.
+    /// One sentence: which `Mapping` is used and why.
     pub fn describe(&self) -> String {
         let (qs, qc) = self.qemu_sockets_cores();
         let smp = format!(

@@ -478,7 +478,7 @@ fn load_checks_name_against_file_name() {
 #[test]
 fn by_name_rejects_unknown_and_path_like_names() {
     for name in ["no-such-topology", "../lab/Cargo", ""] {
-        let err = Topology::by_name(name).unwrap_err();
+        let err = Topology::find(name).unwrap_err();
         assert!(
             matches!(err, TopologyError::NotFound { .. }),
             "{name}: {err}"

@@ -8,19 +8,22 @@ use std::fmt::Write as _;
 /// cpulists in the kernel's own format.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CpuView {
+    /// The CPU.
     pub cpu: u32,
+    /// Its node.
     pub node: u32,
     /// `cache/index3/shared_cpu_list`: the CPU's LLC.
     pub llc_cpus: String,
     /// `topology/thread_siblings_list`: its SMT siblings, itself included.
     pub thread_siblings: String,
-    /// `topology/package_cpus_list`: its QEMU socket (under [`Mapping::LlcAsSocket`], its LLC).
+    /// `topology/package_cpus_list`: its QEMU socket (under `Mapping::LlcAsSocket`, its LLC).
     pub package_cpus: String,
 }
 
 /// The expected view of one node (`/sys/devices/system/node/nodeN/...`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct NodeView {
+    /// The node.
     pub node: u32,
     /// `cpulist`.
     pub cpus: String,
@@ -46,7 +49,9 @@ impl NodeView {
 /// Everything the boot test compares with what the guest reports.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GuestView {
+    /// Per CPU, by id.
     pub cpus: Vec<CpuView>,
+    /// Per node, by id.
     pub nodes: Vec<NodeView>,
 }
 

@@ -41,7 +41,7 @@ const TAINT_LETTERS: &[(u32, char, &str)] = &[
 ];
 
 /// Why the kernel log or taint mask make a boot's sample invalid; empty when they do not.
-pub fn problems(tainted: u64, log: &str) -> Vec<String> {
+pub(crate) fn problems(tainted: u64, log: &str) -> Vec<String> {
     let mut found = Vec::new();
     if tainted != 0 {
         let letters: Vec<String> = TAINT_LETTERS
@@ -68,7 +68,7 @@ pub fn problems(tainted: u64, log: &str) -> Vec<String> {
 
 /// Reads the guest's taint mask and kernel log; `Err` with a [`crate::Error::GuestFault`]
 /// naming every problem when there is one (a refused sample to the runner).
-pub async fn check(vm: &Vm) -> Result<()> {
+pub(crate) async fn check(vm: &Vm) -> Result<()> {
     let out = vm
         .sh("cat /proc/sys/kernel/tainted; dmesg")
         .await

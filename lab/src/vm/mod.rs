@@ -5,9 +5,9 @@
 //! early QEMU exit or the boot timeout become errors that quote the console's last lines, and the
 //! QEMU process group is killed whenever the `Vm` is dropped.
 
-pub mod health;
-pub mod serial;
-pub mod settings;
+pub(crate) mod health;
+pub(crate) mod serial;
+pub(crate) mod settings;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -27,7 +27,7 @@ use serial::{Console, ConsoleState};
 
 /// Everything needed to start one guest.
 #[derive(Debug, Clone)]
-pub struct VmSpec {
+pub(crate) struct VmSpec {
     pub name: String,
     pub topology: Topology,
     pub kernel: BootKernel,
@@ -43,14 +43,15 @@ pub struct VmSpec {
 
 /// A running guest. Dropping it kills QEMU and its device models.
 pub struct Vm {
+    /// The guest's name (its log directory's).
     pub name: String,
-    pub spec: VmSpec,
     guest: Guest,
     qmp: QapiService<QmpStreamTokio<tokio::io::WriteHalf<UnixStream>>>,
     console: Console,
-    pub hello: Hello,
+    pub(crate) hello: Hello,
     /// Boot time from QEMU start to the agent's hello.
     pub boot_time: Duration,
+    /// QEMU's process id.
     pub qemu_pid: u32,
     // Dropped in this order: QEMU first, then devices, then the socket dir.
     qemu: Option<AsyncGroupChild>,
@@ -73,7 +74,7 @@ impl std::fmt::Debug for Vm {
 const QUIT_ANSWER: Duration = Duration::from_secs(5);
 
 /// The kernel command line every lab guest gets.
-pub fn base_cmdline() -> Vec<String> {
+pub(crate) fn base_cmdline() -> Vec<String> {
     [
         "console=ttyS0",
         "panic=-1",
@@ -94,7 +95,7 @@ pub fn base_cmdline() -> Vec<String> {
 
 /// The full QEMU argument list for a spec (without the binary and `-L` paths). Public so that
 /// `lab bench boot` can compare against a hand-written command line.
-pub fn qemu_args(spec: &VmSpec, dir: &Path) -> Vec<String> {
+pub(crate) fn qemu_args(spec: &VmSpec, dir: &Path) -> Vec<String> {
     let mut args: Vec<String> = ["-nodefaults", "-no-user-config", "-machine", "q35"]
         .iter()
         .map(|s| s.to_string())
@@ -134,7 +135,7 @@ pub fn qemu_args(spec: &VmSpec, dir: &Path) -> Vec<String> {
 /// What a guest's QEMU is started with besides its spec: its private directory (sockets,
 /// device files) and its devices' host sides, started by the caller ([`crate::Lab::boot`]);
 /// the VM holds them until QEMU is gone.
-pub struct Attachments {
+pub(crate) struct Attachments {
     pub dir: tempfile::TempDir,
     /// In spec order.
     pub devices: Vec<RunningDevice>,
@@ -145,7 +146,7 @@ pub struct Attachments {
 /// Checks the spec's pins and node bindings against this host before anything starts, and
 /// gives the housekeeping CPUs (online, pinned to no vCPU) that QEMU's other threads and device
 /// processes run on, when the topology pins.
-pub fn housekeeping_cpus(spec: &VmSpec) -> Result<Option<Vec<u32>>> {
+pub(crate) fn housekeeping_cpus(spec: &VmSpec) -> Result<Option<Vec<u32>>> {
     let host = spec.topology.check_on_host().map_err(anyhow::Error::msg)?;
     let housekeeping = host
         .as_ref()
@@ -161,7 +162,7 @@ pub fn housekeeping_cpus(spec: &VmSpec) -> Result<Option<Vec<u32>>> {
 }
 
 /// A new private directory for a guest's sockets and device files.
-pub fn scratch_dir() -> Result<tempfile::TempDir> {
+pub(crate) fn scratch_dir() -> Result<tempfile::TempDir> {
     Ok(tempfile::Builder::new().prefix("lab-vm-").tempdir()?)
 }
 
@@ -169,7 +170,7 @@ impl Vm {
     /// Starts QEMU with the devices attached and waits until the guest agent is ready. The VM
     /// starts no device: their host sides come in `attached`, and go when the VM goes (after
     /// QEMU).
-    pub async fn boot(qemu: &Qemu, spec: VmSpec, attached: Attachments) -> Result<Vm> {
+    pub(crate) async fn boot(qemu: &Qemu, spec: VmSpec, attached: Attachments) -> Result<Vm> {
         std::fs::create_dir_all(&spec.log_dir)
             .with_context(|| format!("creating {}", spec.log_dir.display()))?;
         let Attachments {
@@ -274,7 +275,6 @@ impl Vm {
         tracing::info!(vm = %name, ?boot_time, kernel = %hello.kernel_release, "guest ready");
         Ok(Vm {
             name,
-            spec,
             guest,
             qmp,
             console,
@@ -289,10 +289,11 @@ impl Vm {
     }
 
     /// Keeps `slot` until the guest is gone (see [`crate::slots`]).
-    pub fn hold_slot(&mut self, slot: crate::slots::SlotGuard) {
+    pub(crate) fn hold_slot(&mut self, slot: crate::slots::SlotGuard) {
         self.host_slot = Some(slot);
     }
 
+    /// The guest's agent: commands, files.
     pub fn guest(&self) -> &Guest {
         &self.guest
     }
@@ -326,10 +327,7 @@ impl Vm {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    pub fn console(&self) -> &Console {
-        &self.console
-    }
-
+    /// The devices, in slot order, with their host sides.
     pub fn devices(&self) -> &[RunningDevice] {
         &self.devices
     }

@@ -10,15 +10,15 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufRead
 use tokio::sync::watch;
 
 /// How many trailing lines error messages quote.
-pub const TAIL_LINES: usize = 40;
+pub(crate) const TAIL_LINES: usize = 40;
 
 /// The longest line kept whole: a guest that prints without newlines cannot make the reader
 /// hold more than this (the rest of such a line is still written to the log, in pieces).
-pub const MAX_LINE: usize = 64 << 10;
+pub(crate) const MAX_LINE: usize = 64 << 10;
 
 /// What the console has shown so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum ConsoleState {
+pub(crate) enum ConsoleState {
     #[default]
     Booting,
     /// The kernel panicked; the line that said so.
@@ -29,7 +29,7 @@ pub enum ConsoleState {
 
 /// A handle on a running console reader.
 #[derive(Debug, Clone)]
-pub struct Console {
+pub(crate) struct Console {
     tail: Arc<Mutex<VecDeque<String>>>,
     state: watch::Receiver<ConsoleState>,
     pub log_path: PathBuf,
@@ -73,7 +73,10 @@ async fn next_line<R: AsyncBufRead + Unpin>(
 
 impl Console {
     /// Starts copying `reader` (QEMU's stdout, where the serial port goes) to `log_path`.
-    pub fn spawn<R: AsyncRead + Unpin + Send + 'static>(reader: R, log_path: PathBuf) -> Console {
+    pub(crate) fn spawn<R: AsyncRead + Unpin + Send + 'static>(
+        reader: R,
+        log_path: PathBuf,
+    ) -> Console {
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_LINES)));
         let (tx, rx) = watch::channel(ConsoleState::Booting);
         let console = Console {
@@ -124,7 +127,7 @@ impl Console {
     }
 
     /// The last lines the guest printed.
-    pub fn tail(&self) -> Vec<String> {
+    pub(crate) fn tail(&self) -> Vec<String> {
         self.tail
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -134,7 +137,7 @@ impl Console {
     }
 
     /// The tail, indented, for error messages.
-    pub fn tail_text(&self) -> String {
+    pub(crate) fn tail_text(&self) -> String {
         let tail = self.tail();
         if tail.is_empty() {
             return "    (the serial console printed nothing)".into();
@@ -142,12 +145,8 @@ impl Console {
         tail.iter().map(|l| format!("    | {l}\n")).collect()
     }
 
-    pub fn state(&self) -> ConsoleState {
-        self.state.borrow().clone()
-    }
-
     /// Resolves once the console shows a panic or closes.
-    pub async fn dead(&self) -> ConsoleState {
+    pub(crate) async fn dead(&self) -> ConsoleState {
         let mut rx = self.state.clone();
         loop {
             let state = rx.borrow_and_update().clone();

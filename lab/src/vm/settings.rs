@@ -9,7 +9,7 @@ use crate::kernel::{apply_script, BootSettings};
 
 /// Applies `settings`' scheduler features and sysctls in a booted guest and reads both back
 /// (command-line arguments were given at boot).
-pub async fn apply_settings(guest: &impl Shell, settings: &BootSettings) -> Result<()> {
+pub(crate) async fn apply_settings(guest: &impl Shell, settings: &BootSettings) -> Result<()> {
     if settings.sched_features.is_empty() && settings.sysctls.is_empty() {
         return Ok(());
     }
@@ -39,7 +39,7 @@ pub async fn apply_settings(guest: &impl Shell, settings: &BootSettings) -> Resu
 
 /// Whether every requested feature is in effect in the contents of
 /// `/sys/kernel/debug/sched/features` (`NO_X` means `X` is off).
-pub fn features_in_effect(requested: &[String], features_file: &str) -> Result<()> {
+pub(crate) fn features_in_effect(requested: &[String], features_file: &str) -> Result<()> {
     let current: Vec<&str> = features_file.split_whitespace().collect();
     for f in requested {
         if !current.contains(&f.as_str()) {

@@ -18,9 +18,13 @@ pub struct Fio {
     pub rw: String,
     /// Block size (`4k`).
     pub bs: String,
+    /// `--iodepth`.
     pub iodepth: u32,
+    /// `--direct` (no page cache).
     pub direct: bool,
+    /// `--ioengine` (`libaio`).
     pub ioengine: String,
+    /// Jobs (`--numjobs`; 0: one per guest CPU where the scenario says so).
     pub numjobs: u32,
     /// Seconds each job runs (`--runtime`, `--time_based`).
     pub runtime_s: u32,
@@ -35,7 +39,7 @@ pub struct Fio {
 
 /// Where the jobs do their I/O.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FioTarget {
+pub(crate) enum FioTarget {
     /// A directory on a mounted file system: one file per job.
     Directory(String),
     /// A block device, shared by every job.
@@ -62,7 +66,7 @@ impl Fio {
     }
 
     /// Rejects jobs fio would refuse or that measure nothing, naming the field.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         const RW: &[&str] = &[
             "read",
             "write",
@@ -100,7 +104,7 @@ impl Fio {
         Ok(())
     }
 
-    pub fn argv(&self, target: &FioTarget) -> Vec<String> {
+    pub(crate) fn argv(&self, target: &FioTarget) -> Vec<String> {
         let mut argv: Vec<String> = vec![
             "fio".into(),
             "--name=lab".into(),
@@ -131,7 +135,7 @@ impl Fio {
 
     /// The guest command, with a limit of the run time plus fio's set-up (laying out files
     /// under TCG takes a while) and a margin.
-    pub fn command(&self, target: &FioTarget) -> GuestCommand {
+    pub(crate) fn command(&self, target: &FioTarget) -> GuestCommand {
         GuestCommand::new(self.argv(target))
             .timeout(Duration::from_secs(u64::from(self.runtime_s) + 300))
     }
@@ -139,7 +143,7 @@ impl Fio {
 
 /// One direction (read or write) of one job.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct FioDirection {
+pub(crate) struct FioDirection {
     pub io_kib: u64,
     /// KiB/s.
     pub bw_kib_s: f64,
@@ -152,7 +156,7 @@ pub struct FioDirection {
 
 /// One job's results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FioJob {
+pub(crate) struct FioJob {
     pub name: String,
     pub read: FioDirection,
     pub write: FioDirection,
@@ -166,7 +170,7 @@ pub struct FioJob {
 
 /// What one fio run reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FioResult {
+pub(crate) struct FioResult {
     pub jobs: Vec<FioJob>,
     /// Device utilisation in percent, by block device.
     pub disk_util: BTreeMap<String, f64>,
@@ -240,7 +244,7 @@ impl FioDirection {
 impl FioResult {
     /// Parses `--output-format=json`; anything fio printed before the JSON object (warnings)
     /// is skipped. A job that reports an error fails the parse with its error number.
-    pub fn parse(stdout: &str) -> Result<FioResult> {
+    pub(crate) fn parse(stdout: &str) -> Result<FioResult> {
         let start = stdout
             .find("\n{")
             .map(|i| i + 1)
@@ -284,7 +288,7 @@ impl FioResult {
     /// Every job ran for at least nine tenths of `runtime_s` (fio's `--time_based` runs them
     /// the whole time): a job that stopped early refuses the boot's sample
     /// ([`crate::sample::reject`]), naming it.
-    pub fn check_complete(&self, runtime_s: u32) -> Result<()> {
+    pub(crate) fn check_complete(&self, runtime_s: u32) -> Result<()> {
         let want_ms = u64::from(runtime_s) * 1000;
         let short: Vec<String> = self
             .jobs
@@ -303,20 +307,12 @@ impl FioResult {
     }
 
     /// IOPS of every job together, reads and writes.
-    pub fn total_iops(&self) -> f64 {
+    pub(crate) fn total_iops(&self) -> f64 {
         self.jobs.iter().map(|j| j.read.iops + j.write.iops).sum()
     }
 
-    /// KiB/s of every job together, reads and writes.
-    pub fn total_bw_kib_s(&self) -> f64 {
-        self.jobs
-            .iter()
-            .map(|j| j.read.bw_kib_s + j.write.bw_kib_s)
-            .sum()
-    }
-
     /// I/Os completed by every job together.
-    pub fn total_ios(&self) -> u64 {
+    pub(crate) fn total_ios(&self) -> u64 {
         self.jobs
             .iter()
             .map(|j| j.read.total_ios + j.write.total_ios)
@@ -325,7 +321,7 @@ impl FioResult {
 
     /// The largest of the jobs' `percentile` (`"99"`) completion latencies, in microseconds,
     /// over whichever direction did I/O.
-    pub fn worst_clat_us(&self, percentile: &str) -> Option<f64> {
+    pub(crate) fn worst_clat_us(&self, percentile: &str) -> Option<f64> {
         self.jobs
             .iter()
             .flat_map(|j| [&j.read, &j.write])

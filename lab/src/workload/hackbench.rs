@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 pub struct Hackbench {
     /// Groups of `fds` senders and `fds` receivers.
     pub groups: u32,
+    /// Senders and receivers per group.
     pub fds: u32,
     /// Messages each sender sends to each receiver of its group.
     pub loops: u32,
@@ -23,7 +24,7 @@ pub struct Hackbench {
 
 /// What one run reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HackbenchResult {
+pub(crate) struct HackbenchResult {
     /// hackbench's own `Time:` line.
     pub seconds: f64,
 }
@@ -43,17 +44,18 @@ impl Hackbench {
     }
 
     /// Senders plus receivers.
-    pub fn tasks(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn tasks(&self) -> u64 {
         2 * u64::from(self.groups) * u64::from(self.fds)
     }
 
     /// Messages passed in one run: every sender sends `loops` to each receiver of its group.
-    pub fn messages(&self) -> u64 {
+    pub(crate) fn messages(&self) -> u64 {
         u64::from(self.groups) * u64::from(self.fds) * u64::from(self.fds) * u64::from(self.loops)
     }
 
     /// Rejects shapes hackbench would refuse or that measure nothing.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         for (name, value) in [
             ("groups", self.groups),
             ("fds", self.fds),
@@ -72,7 +74,7 @@ impl Hackbench {
         Ok(())
     }
 
-    pub fn argv(&self) -> Vec<String> {
+    pub(crate) fn argv(&self) -> Vec<String> {
         let mut argv: Vec<String> = vec![
             "hackbench".into(),
             "--groups".into(),
@@ -96,7 +98,7 @@ impl Hackbench {
 
 impl HackbenchResult {
     /// Reads the `Time: 1.234` line.
-    pub fn parse(stdout: &str) -> Result<HackbenchResult> {
+    pub(crate) fn parse(stdout: &str) -> Result<HackbenchResult> {
         let line = stdout
             .lines()
             .find_map(|l| l.trim().strip_prefix("Time:"))

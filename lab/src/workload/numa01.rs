@@ -15,6 +15,7 @@ use crate::guest::GuestCommand;
 pub struct Numa01 {
     /// Total over all processes; each maps `mib / processes`.
     pub mib: u64,
+    /// Processes.
     pub processes: u32,
     /// Threads per process; `None`: the guest's CPUs divided by `processes` (numa01's default).
     pub threads: Option<u32>,
@@ -26,7 +27,7 @@ pub struct Numa01 {
 
 /// What one run reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Numa01Result {
+pub(crate) struct Numa01Result {
     /// From the start to the last process's end, as the program measured it in the guest.
     pub elapsed_s: f64,
     /// Bytes written by all threads (the first whole-region pass included).
@@ -42,7 +43,7 @@ pub struct Numa01Result {
 
 impl Numa01 {
     /// The program's arguments.
-    pub fn argv(&self) -> Vec<String> {
+    pub(crate) fn argv(&self) -> Vec<String> {
         let mut argv = vec![
             crate::guest::NUMA01_GUEST_PATH.to_string(),
             "--mib".into(),
@@ -63,7 +64,7 @@ impl Numa01 {
     }
 
     /// Rejects shapes the program would refuse, before anything boots.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if self.mib == 0 {
             bail!("mib must be at least 1");
         }
@@ -82,14 +83,14 @@ impl Numa01 {
     }
 
     /// The guest command, with `limit` as its timeout.
-    pub fn command(&self, limit: Duration) -> GuestCommand {
+    pub(crate) fn command(&self, limit: Duration) -> GuestCommand {
         GuestCommand::new(self.argv()).timeout(limit)
     }
 }
 
 impl Numa01Result {
     /// The program's last non-empty stdout line.
-    pub fn parse(stdout: &str) -> Result<Numa01Result> {
+    pub(crate) fn parse(stdout: &str) -> Result<Numa01Result> {
         let line = stdout
             .lines()
             .rev()
@@ -104,7 +105,7 @@ impl Numa01Result {
     }
 
     /// Bytes written per second over the run.
-    pub fn bytes_per_second(&self) -> f64 {
+    pub(crate) fn bytes_per_second(&self) -> f64 {
         self.bytes as f64 / self.elapsed_s
     }
 }

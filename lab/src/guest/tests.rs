@@ -1,7 +1,9 @@
-//! The guest agent's protocol, end to end without a VM: the static agent binary that goes into
-//! the initramfs runs here as `lab-agent --serve-unix SOCK` and `lab::guest::Guest` drives it.
+//! The guest module's tests. The agent's protocol is checked end to end without a VM: the
+//! static agent binary that goes into the initramfs runs here as `lab-agent --serve-unix SOCK`
+//! and a [`Guest`] drives it (`Guest::new` on a socket and the agent's build path are the
+//! module's own, not the library's).
 
-use lab::guest::{Guest, GuestCommand, GuestError, AGENT_BINARY_PATH, PROTOCOL_VERSION};
+use super::*;
 use lab_agent::protocol::{self, Request, Response};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -22,7 +24,7 @@ fn agent_binary() -> PathBuf {
     std::env::var_os("OUT_DIR")
         .map(|dir| Path::new(&dir).join("lab-agent"))
         .filter(|path| path.is_file())
-        .unwrap_or_else(|| AGENT_BINARY_PATH.into())
+        .unwrap_or_else(|| crate::agent::AGENT_BINARY_PATH.into())
 }
 
 impl Agent {
@@ -519,4 +521,58 @@ async fn next_frame(s: &mut UnixStream, buf: &mut Vec<u8>) -> (Response, Vec<u8>
         assert!(n > 0, "agent closed the connection");
         buf.extend_from_slice(&chunk[..n]);
     }
+}
+
+/// The embedded agent must run in an initramfs without a dynamic loader or libc.
+#[test]
+fn embedded_agent_is_a_static_x86_64_elf() {
+    let b = crate::agent::AGENT.bytes;
+    assert!(b.len() > 64, "agent binary is only {} bytes", b.len());
+    assert_eq!(&b[..4], b"\x7fELF", "agent binary is not ELF");
+    assert_eq!(b[4], 2, "agent binary is not 64-bit ELF");
+    assert_eq!(b[5], 1, "agent binary is not little-endian");
+    let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
+    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    assert_eq!(u16_at(18), 62, "agent binary is not x86_64 (e_machine)");
+    let e_type = u16_at(16);
+    assert!(
+        e_type == 2 || e_type == 3,
+        "agent binary e_type {e_type} is not EXEC or DYN"
+    );
+    let phoff = u64_at(32) as usize;
+    let phentsize = u16_at(54) as usize;
+    let phnum = u16_at(56) as usize;
+    assert!(phnum > 0 && phoff + phnum * phentsize <= b.len());
+    for i in 0..phnum {
+        let p_type = u32_at(phoff + i * phentsize);
+        // PT_INTERP: would need ld-linux from the (absent) guest libc.
+        assert_ne!(
+            p_type, 3,
+            "agent binary has PT_INTERP: it is dynamically linked"
+        );
+    }
+}
+
+#[test]
+fn tail_keeps_the_end() {
+    let text: String = (0..100).map(|i| format!("line {i}\n")).collect();
+    let t = tail(text.as_bytes());
+    assert!(t.starts_with("[...]\n"), "{t}");
+    assert!(t.ends_with("line 99"), "{t}");
+    assert_eq!(t.lines().count(), TAIL_LINES + 1);
+    assert_eq!(tail(b"short\n"), "short");
+}
+
+#[test]
+fn shell_words_quote_what_needs_it() {
+    let argv = ["sh", "-c", "echo 'hi' there", ""].map(String::from);
+    assert_eq!(shell_words(&argv), r#"sh -c 'echo '\''hi'\'' there' ''"#);
+}
+
+#[test]
+fn exit_status_display() {
+    let s = |code, signal| ExitStatus { code, signal }.to_string();
+    assert_eq!(s(Some(3), None), "exit code 3");
+    assert_eq!(s(None, Some(9)), "signal 9");
 }
