@@ -276,11 +276,15 @@ fn bisect_finds_the_s1_change_in_a_git_range() {
             .await
             .unwrap()
     });
+    // A kernel's cache entry keeps its bzImage beside `tree/`, the source with the objects
+    // under `obj/` (docs/ARCHITECTURE.md, "Kernels are recipes").
     let entry = ready.kernel.bzimage.parent().unwrap().to_path_buf();
-    let built = lab::kernel::BuiltKernel::open(&entry).unwrap();
-    let source = built
-        .tree()
-        .unwrap_or_else(|| panic!("v6.12's cache entry {} keeps no tree", entry.display()));
+    let source = entry.join("tree");
+    assert!(
+        source.join("Makefile").is_file(),
+        "v6.12's cache entry {} keeps no tree",
+        entry.display()
+    );
 
     let scratch = tempfile::tempdir().unwrap();
     let started = Instant::now();
@@ -327,7 +331,7 @@ fn bisect_finds_the_s1_change_in_a_git_range() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");
     assert!(out.status.success(), "lab bisect failed: {}", out.status);
-    let dir = bisect_dir(&lab::host::results_root().join(format!("bisect-{name}"))).unwrap();
+    let dir = bisect_dir(&lab::results_root().join(format!("bisect-{name}"))).unwrap();
     let record = BisectRecord::read(&dir).unwrap();
     let Some(Answer::Culprits { culprits }) = &record.answer else {
         panic!("no culprit:\n{}", record.log());
@@ -379,7 +383,7 @@ fn bisect_of_kernels_that_do_not_differ_says_nothing_to_bisect() {
     println!("{}", String::from_utf8_lossy(&out.stdout));
     assert!(!out.status.success(), "lab bisect succeeded:\n{stderr}");
     assert!(stderr.contains("nothing to bisect"), "{stderr}");
-    let dir = bisect_dir(&lab::host::results_root().join(format!("bisect-{name}"))).unwrap();
+    let dir = bisect_dir(&lab::results_root().join(format!("bisect-{name}"))).unwrap();
     let record = BisectRecord::read(&dir).unwrap();
     let Some(Answer::NothingToBisect { verdict }) = &record.answer else {
         panic!("not 'nothing to bisect':\n{}", record.log());
