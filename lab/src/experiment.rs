@@ -247,6 +247,18 @@ impl Outcome {
     pub fn comparison(&self) -> &Comparison {
         self.record.comparison()
     }
+
+    /// Where the run's files went, a line each (`record PATH`, `table PATH`, `report PATH`).
+    pub fn written(&self) -> Vec<String> {
+        let mut lines = vec![
+            format!("record {}", self.record_path.display()),
+            format!("table {}", self.table_path.display()),
+        ];
+        if let Some(html) = &self.html_path {
+            lines.push(format!("report {}", html.display()));
+        }
+        lines
+    }
 }
 
 /// A variant ready to boot, with its parameters (the scenario's type).

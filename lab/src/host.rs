@@ -228,6 +228,17 @@ impl Lab {
         self.accel.is_kvm()
     }
 
+    /// What a reader of a comparison's table should know of this accelerator: under TCG, that
+    /// its throughput rows mean nothing; `None` under KVM.
+    pub fn accelerator_note(&self) -> Option<String> {
+        (!self.on_kvm()).then(|| {
+            format!(
+                "throughput metrics are not meaningful under {}; placement and counters are",
+                self.accelerator()
+            )
+        })
+    }
+
     /// The accelerator guests run under (`kvm`, or a TCG mode), as records name it.
     pub fn accelerator(&self) -> &'static str {
         self.accel.name()

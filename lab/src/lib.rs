@@ -84,6 +84,7 @@ pub mod prepare;
 pub mod process;
 pub mod progress;
 pub mod report;
+pub mod results;
 pub mod run;
 mod sample;
 pub mod scenarios;

@@ -227,12 +227,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
 /// `lab topology list|show|from-host`.
 fn topology(command: TopologyCmd) -> Result<()> {
     match command {
-        TopologyCmd::List => {
-            for name in Topology::list()? {
-                let t = Topology::by_name(&name)?;
-                println!("{name:<20} {:>3} vCPUs  {}", t.nr_cpus(), t.description());
-            }
-        }
+        TopologyCmd::List => print!("{}", Topology::list_text()?),
         TopologyCmd::Show { name } => print!("{}", Topology::by_name(&name)?.render_table()),
         TopologyCmd::FromHost(args) => {
             let written = lab::host_topology::write_mirror(&args.into())?;
@@ -262,19 +257,11 @@ async fn compare(request: &mut lab::scenarios::Request, exit_code: bool) -> Resu
         Err(e) => return Err(e),
     };
     print!("{}", outcome.comparison().table());
-    eprintln!(
-        "lab: record {}\nlab: table {}",
-        outcome.record_path.display(),
-        outcome.table_path.display(),
-    );
-    if let Some(html) = &outcome.html_path {
-        eprintln!("lab: report {}", html.display());
+    for line in outcome.written() {
+        eprintln!("lab: {line}");
     }
-    if !lab.on_kvm() {
-        eprintln!(
-            "lab: throughput metrics are not meaningful under {}; placement and counters are",
-            lab.accelerator()
-        );
+    if let Some(note) = lab.accelerator_note() {
+        eprintln!("lab: {note}");
     }
     Ok(if exit_code {
         outcome.comparison().bisect_exit_code()
@@ -312,38 +299,12 @@ async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: boo
     Ok(())
 }
 
-/// `lab report [--html] [RESULTS...]`: every stored record's table, or its page.
+/// `lab report [--html] [RESULTS...]`: every stored record's table or bisect log, or its page.
 fn report(results: Vec<PathBuf>, html: bool) -> Result<()> {
-    let roots = if results.is_empty() {
-        vec![lab::results_root()]
-    } else {
-        results
-    };
-    // A bisect's directory shows as its log (its steps' records are in it).
-    let bisects = lab::bisect::find_records(&roots);
-    for dir in &bisects {
-        let record = lab::bisect::BisectRecord::read(dir)?;
-        print!("{}", record.log());
-        if html {
-            eprintln!("lab: {}", lab::bisect::page::write(&record, dir)?.display());
-        }
-    }
-    let roots: Vec<PathBuf> = roots.into_iter().filter(|r| !bisects.contains(r)).collect();
-    if roots.is_empty() {
-        return Ok(());
-    }
-    let mut found = 0;
-    for shown in lab::report::stored::show(&roots, html, &lab::scenarios::picture_of)? {
-        let shown = shown?;
-        if shown.is_record() {
-            found += 1;
-            print!("{shown}");
-        } else {
-            eprintln!("lab: {shown}");
-        }
-    }
-    if found == 0 {
-        println!("{}", lab::report::stored::nothing_found(&roots));
+    let stored = lab::results::stored(results, html)?;
+    print!("{}", stored.text);
+    for note in stored.notes {
+        eprintln!("lab: {note}");
     }
     Ok(())
 }

@@ -387,6 +387,16 @@ impl Topology {
         Self::list_in(&topologies_dir()).map_err(crate::Error::from)
     }
 
+    /// `lab topology list`: each topology's name, vCPUs and description, a line each.
+    pub fn list_text() -> Result<String, crate::Error> {
+        let mut text = String::new();
+        for name in Self::list()? {
+            let t = Self::by_name(&name)?;
+            text += &format!("{name:<20} {:>3} vCPUs  {}\n", t.nr_cpus(), t.description());
+        }
+        Ok(text)
+    }
+
     fn list_in(dir: &Path) -> Result<Vec<String>, TopologyError> {
         let list_err = |error| TopologyError::ListDir {
             dir: dir.to_path_buf(),

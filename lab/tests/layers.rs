@@ -55,6 +55,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "prepare",
             "doctor",
             "bisect",
+            "results",
         ],
     ),
 ];
