@@ -273,6 +273,7 @@ async fn compare(request: &mut lab::scenarios::Request, exit_code: bool) -> Resu
 /// `lab bench [SUBCOMMAND]`: measured in the library, printed here.
 async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: bool) -> Result<()> {
     let exe = std::env::current_exe().context("finding the lab binary to benchmark")?;
+    let cache = lab::cache::Cache::from_env()?;
     let text = match command {
         Some(BenchCmd::Boot { runs, topology }) => {
             lab::bench::boot(runs, &topology).await?.render()
@@ -284,14 +285,14 @@ async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: boo
             cold,
             base,
             variant,
-        }) => lab::bench::kernel::times(&exe, cold, &base, &variant)
+        }) => lab::bench::kernel::times(&cache, &exe, cold, &base, &variant)
             .await?
             .render(),
         Some(BenchCmd::Suite { profile, slowest }) => {
-            let runs = lab::bench::suite::reports(profile.as_deref())?;
+            let runs = lab::bench::suite::reports(&cache, profile.as_deref())?;
             lab::bench::suite::render_all(&runs, slowest)
         }
-        None => lab::bench::overview(&exe, runs, topology, cold)
+        None => lab::bench::overview(&cache, &exe, runs, topology, cold)
             .await?
             .render(),
     };

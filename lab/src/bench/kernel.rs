@@ -117,12 +117,13 @@ impl KernelTimes {
 /// `lab bench kernel`: the times of `base` and `variant` in the lab's cache, from its manifests,
 /// or, with `build_now`, built now into a temporary cache (`cold`).
 pub async fn times(
+    cache: &Cache,
     lab_exe: &Path,
     build_now: bool,
     base: &str,
     variant: &str,
 ) -> Result<KernelTimes> {
-    let cache = Cache::from_env()?;
+    let cache = cache.clone();
     if build_now {
         cold(&cache, lab_exe, base, variant).await
     } else {

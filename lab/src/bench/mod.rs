@@ -154,6 +154,7 @@ pub async fn run_report(lab_exe: &Path, runs: usize, topology: &str) -> Result<R
 /// `lab bench`: `lab run -- true` against the hand-written line, the default kernel's build
 /// times ([`kernel::times`]) and the last suite runs, as one [`Overview`].
 pub async fn overview(
+    cache: &crate::cache::Cache,
     lab_exe: &Path,
     runs: usize,
     topology: &str,
@@ -162,14 +163,14 @@ pub async fn overview(
     let mut host = HostNote::start();
     let run = run::run(lab_exe, runs, topology).await?;
     let kernels = kernel::times(
+        cache,
         lab_exe,
         build_kernels_now,
         crate::kernel::DEFAULT_RECIPE,
         kernel::DEFAULT_VARIANT,
     )
     .await?;
-    let cache = crate::cache::Cache::from_env()?;
-    let suites = suite::last_runs(&cache, &crate::host::results_root())?;
+    let suites = suite::last_runs(cache, &crate::host::results_root())?;
     host.finish();
     Ok(Overview {
         host,

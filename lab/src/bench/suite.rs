@@ -268,12 +268,11 @@ pub(crate) fn last_runs(cache: &Cache, results: &Path) -> Result<Vec<SuiteRun>> 
 
 /// `lab bench suite`: the run `profile`'s report describes, else the last run of every profile
 /// that left one; an error naming where it looked when there is none.
-pub fn reports(profile: Option<&str>) -> Result<Vec<SuiteRun>> {
-    let cache = Cache::from_env()?;
+pub fn reports(cache: &Cache, profile: Option<&str>) -> Result<Vec<SuiteRun>> {
     let results = crate::host::results_root();
     let runs = match profile {
-        Some(p) => vec![read(p, &junit_path(p), &cache, &results)?],
-        None => last_runs(&cache, &results)?,
+        Some(p) => vec![read(p, &junit_path(p), cache, &results)?],
+        None => last_runs(cache, &results)?,
     };
     if runs.is_empty() {
         anyhow::bail!(
