@@ -40,8 +40,8 @@ const EXTERNAL: &[&str] = &[
     "http:", "https:", "<script", "<link", "src=", "@import", "url(", "<img", "<iframe", "//fonts",
 ];
 
-/// The page of an S1 record: a heatmap per variant, a row and a dot plot per metric, a dot per
-/// sample, nothing loaded from elsewhere, the IRQ CPU marked on the topology, the manifest.
+/// The page the CLI wrote is this record's: a heatmap per variant, a dot per sample, nothing
+/// loaded from elsewhere (the rest of what a page holds: `lab/src/report/html/tests.rs`).
 fn check_structure(page: &str, record: &RunRecord) {
     let c = record.comparison();
     assert!(page.starts_with("<!DOCTYPE html>") && page.trim_end().ends_with("</html>"));
@@ -56,24 +56,14 @@ fn check_structure(page: &str, record: &RunRecord) {
             "{v}"
         );
     }
-    for m in c.metrics() {
-        let m = &m.name;
-        assert!(
-            page.contains(&format!("<tr class=\"metric\" data-metric=\"{m}\">")),
-            "row {m}"
-        );
-        assert!(
-            page.contains(&format!("<svg class=\"dots\" data-metric=\"{m}\"")),
-            "dots {m}"
-        );
-    }
     assert_eq!(
         page.matches("<circle").count(),
         record
             .boots()
             .iter()
             .map(|b| b.samples.len())
-            .sum::<usize>()
+            .sum::<usize>(),
+        "a dot per sample"
     );
     for bad in EXTERNAL {
         assert!(
@@ -81,25 +71,6 @@ fn check_structure(page: &str, record: &RunRecord) {
             "external reference {bad:?} in the page"
         );
     }
-    assert!(page.contains(">IRQ</text>"), "the IRQ CPU is marked");
-    assert!(
-        page.contains("node 0") && page.contains("LLC 1"),
-        "CPUs grouped on the topology"
-    );
-    for field in [
-        "QEMU",
-        "accelerator",
-        "kernels",
-        "image",
-        "topology",
-        "host",
-    ] {
-        assert!(page.contains(&format!("<dt>{field}</dt>")), "{field}");
-    }
-    assert!(
-        page.contains("recipe v6.12 key 0a12d83ed5"),
-        "kernel recipe hash"
-    );
 }
 
 #[test]
