@@ -4,8 +4,9 @@
 //!
 //! Exact versions and checksums live in the repo's lock file (`images/lock.toml`). The archive
 //! drops superseded versions; when a locked one is gone the lab takes the newest of the same
-//! upstream series, says so loudly and records the substitution in every result
-//! (`lab lock update` rewrites the lock).
+//! upstream series, says so loudly once, when it resolves the bundle, and records the
+//! substitution with the resolution and in every result (`lab lock update` rewrites the lock);
+//! a later run that reuses the resolution does not say it again.
 //!
 //! Every resolution is remembered in the cache under a key of its lock entry
 //! (`recorded_resolution`): while the lock entry is unchanged, a caller whose product (an
@@ -651,7 +652,7 @@ pub(crate) struct Substitution {
 }
 
 impl Substitution {
-    /// Says loudly that a locked version is gone (on every run that uses the substitute).
+    /// Says loudly that a locked version is gone (once: when the bundle is resolved).
     pub(crate) fn warn(&self) {
         crate::progress::warn(format!(
             "LOCKED PACKAGE GONE: {} {} is no longer in the archive; using {} of the same \
@@ -673,10 +674,17 @@ pub(crate) struct ResolvedBundle {
 }
 
 impl ResolvedBundle {
-    /// Repeats the warning of every substitution (for a run that reuses a recorded resolution).
-    pub(crate) fn warn_substitutions(&self) {
+    /// Logs (at debug level) the substitutions a reused resolution carries: they were said
+    /// loudly when the bundle was resolved and are in every result's manifest, so a warm start
+    /// does not repeat them.
+    pub(crate) fn note_substitutions(&self) {
         for s in &self.substitutions {
-            s.warn();
+            tracing::debug!(
+                "{}: locked {} gone, {} used (recorded when resolved)",
+                s.package,
+                s.locked,
+                s.used
+            );
         }
     }
 }
@@ -750,7 +758,7 @@ fn resolution_key(
 /// bundle, its entry changed since, or it was never resolved with this cache. The packages it
 /// names were checked against the lock and the archive when it was made; a caller that must
 /// download them resolves afresh instead, and one that uses it calls
-/// [`ResolvedBundle::warn_substitutions`] as [`resolve_bundle`] would have warned.
+/// [`ResolvedBundle::note_substitutions`] (resolving said them loudly already).
 pub(crate) fn recorded_resolution(
     cache: &Cache,
     lock_path: &Path,

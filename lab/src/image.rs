@@ -190,9 +190,9 @@ pub(crate) fn build_image(
                 kernel,
             );
             if let Some(entry) = cache.lookup("images", &key) {
-                packages.warn_substitutions();
+                packages.note_substitutions();
                 if let Some(p) = &program_packages {
-                    p.warn_substitutions();
+                    p.note_substitutions();
                 }
                 return open_image(&entry, kernel);
             }

@@ -124,7 +124,7 @@ impl Qemu {
             debian::recorded_resolution(cache, &lock, NAME, ROOTS, RELEASE, None)?
         {
             if let Some(entry) = cache.lookup("qemu", &bundle_key(&resolved)) {
-                resolved.warn_substitutions();
+                resolved.note_substitutions();
                 return Qemu::from_bundle(cache, &entry, &resolved);
             }
         }
