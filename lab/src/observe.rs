@@ -466,6 +466,23 @@ impl TaskPlacement {
         Some(100.0 * on as f64 / total as f64)
     }
 
+    /// The share of the task's time on CPU spent on `cpus`, in percent; `None` if it never
+    /// ran. For a task that seldom switches (a polling thread: a handful of switch-ins a boot)
+    /// this is where it ran, where a share of switch-ins counts a moment's visit as much as
+    /// seconds of running.
+    pub(crate) fn runtime_share_on(&self, cpus: &[u32]) -> Option<f64> {
+        let total: f64 = self.runtime_us.values().sum();
+        if total <= 0.0 {
+            return None;
+        }
+        // A fold from +0.0: an empty f64 sum is -0.0, which a table would print as "-0.0%".
+        let on = cpus
+            .iter()
+            .filter_map(|c| self.runtime_us.get(c))
+            .fold(0.0, |sum, us| sum + us);
+        Some(100.0 * on / total)
+    }
+
     /// The largest single-CPU share of switch-ins, in percent, and that CPU.
     pub(crate) fn max_cpu_share(&self) -> (Option<u32>, f64) {
         let total = self.total_switch_ins();
@@ -808,6 +825,22 @@ pub(crate) mod tests {
         assert_eq!(p.irq_cpus, BTreeMap::from([(2, 1)]));
         assert!((p.runtime_us[&0] - 200.0).abs() < 1e-6);
         assert_eq!(p.share_on(&[2]), Some(50.0));
+    }
+
+    #[test]
+    fn runtime_share_weighs_time_on_cpu_not_switch_ins() {
+        // Six switch-ins, one of them a moment's visit to CPU 2: a sixth of the switch-ins,
+        // a thousandth of the time.
+        let p = TaskPlacement {
+            switch_ins: BTreeMap::from([(0, 5), (2, 1)]),
+            runtime_us: BTreeMap::from([(0, 2_997_000.0), (2, 3_000.0)]),
+            ..TaskPlacement::default()
+        };
+        assert!((p.share_on(&[2]).unwrap() - 100.0 / 6.0).abs() < 1e-9);
+        assert!((p.runtime_share_on(&[2]).unwrap() - 0.1).abs() < 1e-9);
+        // Never on CPU 5: +0.0, not -0.0; a task that never ran: none.
+        assert!(p.runtime_share_on(&[5]).unwrap().is_sign_positive());
+        assert_eq!(TaskPlacement::default().runtime_share_on(&[0]), None);
     }
 
     #[test]
