@@ -7,6 +7,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+include!("fixtures/fake-kernel/tarball.rs");
+
 /// A fake kernel source as a tarball, a recipe `base` for it and an empty cache, in a temporary
 /// directory.
 struct Fixture {
@@ -19,27 +21,7 @@ impl Fixture {
     fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
-        let fake = lab::repo_path("lab/tests/fixtures/fake-kernel");
-        let read = |name: &str| fs::read_to_string(fake.join(name)).unwrap();
-        let src = root.join("work/linux-fake");
-        fs::create_dir_all(&src).unwrap();
-        let makefile = read("Makefile")
-            .replace("COUNTER_PATH", &root.join("compiles").display().to_string())
-            .replace("HANG_PATH", &root.join("hang").display().to_string());
-        fs::write(src.join("Makefile"), makefile).unwrap();
-        fs::write(src.join("sched.c"), read("sched.c")).unwrap();
-        fs::write(src.join("Kconfig"), read("Kconfig")).unwrap();
-        let tarball = root.join("linux-fake.tar.gz");
-        let ok = Command::new("tar")
-            .arg("-czf")
-            .arg(&tarball)
-            .arg("-C")
-            .arg(root.join("work"))
-            .arg("linux-fake")
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "tar failed");
+        let tarball = fake_kernel_tarball(&lab::repo_path("lab/tests/fixtures/fake-kernel"), &root);
         let recipes = root.join("kernels");
         fs::create_dir_all(recipes.join("config")).unwrap();
         fs::write(

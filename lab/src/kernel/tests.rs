@@ -12,17 +12,10 @@ use crate::cache::{sha256_file, Cache};
 use crate::kernel::{self, BuildOptions, RecipeDirs};
 use crate::variant::Variant;
 
-/// The fake kernel's source, `lab/tests/fixtures/fake-kernel`. Its Makefile's `olddefconfig`
-/// keeps the last assignment of each symbol, honours `# CONFIG_X is not set`, and drops
-/// CONFIG_DROPPED (as Kconfig drops an option with unmet dependencies) and CONFIG_NOT_IN_KCONFIG
-/// (as it drops a symbol it does not know). `bzImage` derives the release from `.config` (as
-/// kbuild's syncconfig does) and embeds it, `uname -v` and the source file, so a test can see
-/// what was built. Every compile of `sched.c` appends a line to `COUNTER_PATH`; while the file
-/// `HANG_PATH` exists it first hangs in a child of its own, writing make's and that child's pids.
-fn fake_kernel_file(name: &str) -> String {
-    let path = crate::repo_path("lab/tests/fixtures/fake-kernel").join(name);
-    fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+include!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/fake-kernel/tarball.rs"
+));
 
 const GOOD_PATCH: &str = "From 0 Mon Sep 17 00:00:00 2001\nFrom: t <t@example.invalid>\nSubject: [PATCH] follow the irq\n\n---\n\
 diff --git a/sched.c b/sched.c\n--- a/sched.c\n+++ b/sched.c\n@@ -1,6 +1,6 @@\n int wake_affine_idle(void)\n {\n\
@@ -47,25 +40,8 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
         let counter = root.join("compiles");
-        let src = root.join("work/linux-fake");
-        fs::create_dir_all(&src).unwrap();
-        let makefile = fake_kernel_file("Makefile")
-            .replace("COUNTER_PATH", &counter.display().to_string())
-            .replace("HANG_PATH", &root.join("hang").display().to_string());
-        fs::write(src.join("Makefile"), makefile).unwrap();
-        fs::write(src.join("sched.c"), fake_kernel_file("sched.c")).unwrap();
-        fs::write(src.join("Kconfig"), fake_kernel_file("Kconfig")).unwrap();
-        let tarball = root.join("linux-fake.tar.gz");
-        let ok = Command::new("tar")
-            .arg("-czf")
-            .arg(&tarball)
-            .arg("-C")
-            .arg(root.join("work"))
-            .arg("linux-fake")
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "tar failed");
+        let tarball =
+            fake_kernel_tarball(&crate::repo_path("lab/tests/fixtures/fake-kernel"), &root);
         let recipes = root.join("kernels");
         fs::create_dir_all(recipes.join("patches")).unwrap();
         fs::create_dir_all(recipes.join("config")).unwrap();
