@@ -71,13 +71,7 @@ fn sha256(path: &Path) -> String {
 }
 
 fn have_tools() -> bool {
-    let ok = |p: &str| {
-        Command::new(p)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    let all = ok("make") && ok("patch") && ok("tar") && ok("gcc") && ok("ld");
+    let all = fake_kernel_tools();
     if !all {
         lab::skip::host_lacks(
             "fake kernel builds",
@@ -88,7 +82,6 @@ fn have_tools() -> bool {
     all
 }
 
-/// Reads a pid a fake build wrote, waiting up to `limit` for it.
 /// The pid written to `path`, waiting up to `limit`; `None` sooner if `lab` exits first (a build
 /// that failed before make, e.g. for a tool another test is installing, has nothing to wait for).
 fn wait_for_pid(

@@ -6,7 +6,6 @@
 
 use std::fs;
 use std::path::PathBuf;
-use std::process::Command;
 
 use crate::cache::{sha256_file, Cache};
 use crate::kernel::{self, BuildOptions, RecipeDirs};
@@ -131,13 +130,7 @@ impl Fixture {
 }
 
 fn have_tools() -> bool {
-    let ok = |p: &str| {
-        Command::new(p)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    let all = ok("make") && ok("patch") && ok("tar") && ok("gcc") && ok("ld");
+    let all = fake_kernel_tools();
     if !all {
         crate::skip::host_lacks(
             "fake kernel builds",
