@@ -278,7 +278,7 @@ fn bisect_finds_the_s1_change_in_a_git_range() {
     });
     // A kernel's cache entry keeps its bzImage beside `tree/`, the source with the objects
     // under `obj/` (docs/ARCHITECTURE.md, "Kernels are recipes").
-    let entry = ready.kernel.bzimage.parent().unwrap().to_path_buf();
+    let entry = ready.kernel.image.parent().unwrap().to_path_buf();
     let source = entry.join("tree");
     assert!(
         source.join("Makefile").is_file(),

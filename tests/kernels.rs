@@ -51,7 +51,7 @@ async fn base_and_patched_kernels_boot_side_by_side_with_their_identities() {
     // The build manifest of the variant (`manifest.json` beside its bzImage) lists the applied
     // patch, with its checksum.
     let patches_of = |kernel: &lab::kernel::BootKernel| -> Vec<String> {
-        let path = kernel.bzimage.parent().unwrap().join("manifest.json");
+        let path = kernel.image.parent().unwrap().join("manifest.json");
         let manifest: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         manifest["patches"]

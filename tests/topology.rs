@@ -134,6 +134,13 @@ async fn ci_smt_guest_sees_smt_siblings() {
     check_topology("ci-smt").await;
 }
 
+/// An aarch64 guest on QEMU `virt`: the LLCs are clusters (QEMU's L3 per cluster), the nodes
+/// sockets; the lab's arm64 default kernel, cross-built.
+#[tokio::test]
+async fn ci_arm64_2node_guest_sees_clusters_as_llcs_and_sockets_as_nodes() {
+    check_topology("ci-arm64-2node").await;
+}
+
 #[tokio::test]
 async fn epyc_7313_nps4_guest_sees_four_nodes_and_llcs() {
     check_topology("epyc-7313-nps4").await;

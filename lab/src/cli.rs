@@ -31,7 +31,7 @@ pub enum Cmd {
         /// device tests boot).
         #[arg(long, num_args = 1..)]
         also: Vec<String>,
-        /// Guest images to build beside the default one, for the first kernel (the scenario
+        /// Guest images to build beside the default one, for the first kernel of each architecture (the scenario
         /// tests' `sched` and `storage`): built here once, not inside two tests at the same
         /// time.
         #[arg(long, default_values = ["sched", "storage"])]
@@ -325,6 +325,10 @@ pub enum BenchCmd {
         runs: usize,
         #[arg(long, default_value = lab::DEFAULT_TOPOLOGY)]
         topology: String,
+        /// Also boot the lab on this topology in every run, and print the ratio of the two
+        /// (`--topology ci-arm64-2node --against ci-2node-4llc`: arm64 against x86 guests).
+        #[arg(long)]
+        against: Option<String>,
     },
     /// `lab run -- true` as a whole process vs a hand-written QEMU line that boots the same
     /// kernel and initramfs, runs `true` and powers off; the lab's overhead and its phases.
@@ -421,6 +425,10 @@ pub enum KernelCmd {
 
 #[derive(Subcommand)]
 pub enum LockCmd {
-    /// Re-resolve every locked bundle against today's archive and rewrite the lock.
-    Update,
+    /// Re-resolve the locked bundles against today's archive and rewrite the lock.
+    Update {
+        /// Only these bundles (e.g. `qemu`); all when none are named. A kernel source's bundle
+        /// moves every kernel's cache key with it.
+        bundles: Vec<String>,
+    },
 }

@@ -57,15 +57,23 @@ const NETWORK_TRIES: &[Duration] = &[
 ];
 
 /// A private apt state (lists, downloads) under the cache, locked against other processes for
-/// as long as this value or a clone of it lives: open it, resolve, download, drop it.
+/// as long as this value or a clone of it lives: open it, resolve, download, drop it. Each set
+/// of architectures has a state of its own: `amd64` (QEMU, kernel sources, x86 guests), `arm64`
+/// (aarch64 guests' packages, resolved as that architecture's own), and `amd64` with `arm64`
+/// beside it (the cross toolchain: amd64 compilers and arm64 libraries to link against).
 #[derive(Debug, Clone)]
 pub(crate) struct Archive {
     cache: Cache,
     state: PathBuf,
     mirror: String,
     keyring: PathBuf,
+    /// Debian architectures, the native one first.
+    archs: Vec<String>,
     _lock: std::sync::Arc<CacheLock>,
 }
+
+/// The architectures of a state that names none: the host's packages.
+pub(crate) const DEFAULT_ARCHS: &[&str] = &["amd64"];
 
 /// One binary package as the archive's index describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,6 +87,11 @@ impl Archive {
     /// Opens (and if stale, refreshes) the private apt state for [`SUITES`], waiting while
     /// another process or thread has it open.
     pub(crate) fn open(cache: &Cache) -> Result<Archive> {
+        Archive::open_for(cache, DEFAULT_ARCHS)
+    }
+
+    /// [`Archive::open`] for packages of `archs` (Debian names, the native one first).
+    pub(crate) fn open_for(cache: &Cache, archs: &[&str]) -> Result<Archive> {
         let mirror = host_mirror()?;
         let keyring = match std::env::var_os("LAB_DEBIAN_KEYRING") {
             Some(path) => {
@@ -91,14 +104,19 @@ impl Archive {
             None if Path::new(KEYRING).exists() => PathBuf::from(KEYRING),
             None => bail!("{KEYRING} is missing: install debian-archive-keyring (apt checks Debian's signatures with it)"),
         };
-        Archive::open_at(cache, mirror, keyring)
+        Archive::open_at(cache, mirror, keyring, archs)
     }
 
-    fn open_at(cache: &Cache, mirror: String, keyring: PathBuf) -> Result<Archive> {
-        let key = hash_parts(&[
-            ("mirror", mirror.as_bytes()),
-            ("suites", SUITES.join(" ").as_bytes()),
-        ]);
+    fn open_at(cache: &Cache, mirror: String, keyring: PathBuf, archs: &[&str]) -> Result<Archive> {
+        let arch_list = archs.join(",");
+        let suites = SUITES.join(" ");
+        let mut parts: Vec<(&str, &[u8])> =
+            vec![("mirror", mirror.as_bytes()), ("suites", suites.as_bytes())];
+        // The host's own state keeps the key it had before other architectures existed.
+        if archs != DEFAULT_ARCHS {
+            parts.push(("architectures", arch_list.as_bytes()));
+        }
+        let key = hash_parts(&parts);
         let state = cache.dir("apt").join(&key[..16]);
         let lock = cache.lock(&format!("apt-{}", &key[..16]))?;
         let archive = Archive {
@@ -106,10 +124,16 @@ impl Archive {
             state,
             mirror,
             keyring,
+            archs: archs.iter().map(|a| a.to_string()).collect(),
             _lock: std::sync::Arc::new(lock),
         };
         archive.prepare()?;
         Ok(archive)
+    }
+
+    /// The native architecture (the first).
+    fn native(&self) -> &str {
+        &self.archs[0]
     }
 
     fn prepare(&self) -> Result<()> {
@@ -193,8 +217,8 @@ impl Archive {
             format!("Dir::Etc::SourceParts={s}/etc"),
             "Dir::Etc::Preferences=/dev/null".into(),
             format!("Dir::Etc::PreferencesParts={s}/etc"),
-            "APT::Architecture=amd64".into(),
-            "APT::Architectures=amd64".into(),
+            format!("APT::Architecture={}", self.native()),
+            format!("APT::Architectures={}", self.archs.join(",")),
             // The state is the lab's own and `Archive` holds its lock around every apt call.
             "Debug::NoLocking=1".into(),
             // Downloads land in the cache, which the unprivileged _apt user may not reach.
@@ -264,7 +288,12 @@ impl Archive {
             if let (Some(n), Some(v), Some(sha)) =
                 (field("Package: "), field("Version: "), field("SHA256: "))
             {
-                found.insert((n, v), sha);
+                // A foreign architecture's package is named as apt names it: `name:arch`.
+                let name = match field("Architecture: ") {
+                    Some(a) if a != "all" && a != self.native() => format!("{n}:{a}"),
+                    _ => n,
+                };
+                found.insert((name, v), sha);
             }
         }
         Ok(wanted
@@ -293,7 +322,10 @@ impl Archive {
         }
         args.extend(roots.iter().map(String::as_str));
         let out = self.apt("apt-get", &args)?;
-        let wanted = simulated_installs(&out, roots, only)?;
+        let mut wanted = simulated_installs(&out, roots, only)?;
+        // A foreign architecture's packages are what the native tools link against, taken as
+        // named: their own dependencies would only run on that architecture.
+        wanted.retain(|(name, _)| !name.contains(':') || roots.contains(name));
         let mut refs = Vec::new();
         for ((name, version), entry) in wanted.iter().zip(self.lookup_many(&wanted)?) {
             refs.push(
@@ -319,7 +351,7 @@ impl Archive {
         fs::create_dir_all(&dir)?;
         let missing: Vec<String> = packages
             .iter()
-            .filter(|p| find_deb(&dir, &p.name, &p.version).is_none())
+            .filter(|p| find_deb(&dir, &p.name, &p.version, self.native()).is_none())
             .map(|p| format!("{}={}", p.name, p.version))
             .collect();
         if !missing.is_empty() {
@@ -332,7 +364,7 @@ impl Archive {
         }
         let verified = |package: &PackageRef| -> Result<PathBuf> {
             let spec = format!("{}={}", package.name, package.version);
-            let path = find_deb(&dir, &package.name, &package.version)
+            let path = find_deb(&dir, &package.name, &package.version, self.native())
                 .with_context(|| format!("apt-get download {spec} left no .deb"))?;
             let actual = sha256_file(&path)?;
             if actual != package.sha256 {
@@ -408,18 +440,27 @@ pub(crate) fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn find_deb(dir: &Path, name: &str, version: &str) -> Option<PathBuf> {
-    // apt writes the epoch's colon as %3a in file names.
+fn find_deb(dir: &Path, name: &str, version: &str, native: &str) -> Option<PathBuf> {
+    // apt writes the epoch's colon as %3a in file names, and a foreign package's architecture
+    // (`name:arch`) after the version.
     let version = version.replace(':', "%3a");
+    let (name, arch) = match name.split_once(':') {
+        Some((n, a)) => (n, Some(a)),
+        None => (name, None),
+    };
     let prefix = format!("{name}_{version}_");
+    let suffixes = match arch {
+        Some(a) => vec![format!("_{a}.deb")],
+        None => vec![format!("_{native}.deb"), "_all.deb".to_string()],
+    };
     fs::read_dir(dir)
         .ok()?
         .flatten()
         .map(|e| e.path())
         .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".deb"))
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with(&prefix) && suffixes.iter().any(|s| n.ends_with(s.as_str()))
+            })
         })
 }
 
@@ -639,8 +680,24 @@ pub(crate) struct LockedBundle {
     /// metapackage points at, without the tools it drags in).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub only: Option<String>,
+    /// The apt state's architectures, the native one first (`["arm64"]` for an aarch64
+    /// guest's packages, `["amd64", "arm64"]` for the cross toolchain); empty: the host's
+    /// ([`DEFAULT_ARCHS`]). Foreign-architecture packages are named `name:arch`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub architectures: Vec<String>,
     #[serde(default, rename = "package")]
     pub packages: Vec<PackageRef>,
+}
+
+impl LockedBundle {
+    /// [`LockedBundle::architectures`] with the default filled in.
+    pub(crate) fn archs(&self) -> Vec<&str> {
+        if self.architectures.is_empty() {
+            DEFAULT_ARCHS.to_vec()
+        } else {
+            self.architectures.iter().map(String::as_str).collect()
+        }
+    }
 }
 
 /// A locked version that had left the archive and what was taken instead.
@@ -737,19 +794,27 @@ fn resolution_key(
     roots: &[String],
     release: Option<&str>,
     only: Option<&str>,
+    archs: &[&str],
     locked: &[PackageRef],
 ) -> String {
     let packages: String = locked
         .iter()
         .map(|p| format!("{} {} {}\n", p.name, p.version, p.sha256))
         .collect();
-    let key = hash_parts(&[
+    let arch_list = archs.join(",");
+    let root_list = roots.join(" ");
+    let mut parts: Vec<(&str, &[u8])> = vec![
         ("name", name.as_bytes()),
-        ("roots", roots.join(" ").as_bytes()),
+        ("roots", root_list.as_bytes()),
         ("release", release.unwrap_or("").as_bytes()),
         ("only", only.unwrap_or("").as_bytes()),
         ("locked", packages.as_bytes()),
-    ]);
+    ];
+    // Host-architecture bundles keep the keys they had before other architectures existed.
+    if archs != DEFAULT_ARCHS {
+        parts.push(("architectures", arch_list.as_bytes()));
+    }
+    let key = hash_parts(&parts);
     format!("{}-{}", crate::names::sanitize(name), &key[..16])
 }
 
@@ -775,7 +840,14 @@ pub(crate) fn recorded_resolution(
     if locked.roots != roots || locked.only.as_deref() != only {
         return Ok(None);
     }
-    let key = resolution_key(name, &roots, release, only, &locked.packages);
+    let key = resolution_key(
+        name,
+        &roots,
+        release,
+        only,
+        &locked.archs(),
+        &locked.packages,
+    );
     Ok(cache.read_memo::<ResolvedBundle>(RESOLVED_MEMO, &key))
 }
 
@@ -795,8 +867,11 @@ pub(crate) fn resolve_bundle(
     let _guard = LOCK_FILE_MUTEX.lock().unwrap_or_else(|p| p.into_inner());
     let mut lock = LockFile::load(lock_path)?;
     let roots_owned: Vec<String> = roots.iter().map(|s| s.to_string()).collect();
+    let archs: Vec<&str> = archive.archs.iter().map(String::as_str).collect();
     let locked = match lock.bundle(name) {
-        Some(b) if b.roots == roots_owned && b.only.as_deref() == only => b.clone(),
+        Some(b) if b.roots == roots_owned && b.only.as_deref() == only && b.archs() == archs => {
+            b.clone()
+        }
         _ => {
             let packages = archive.resolve_closure(&roots_owned, release, only)?;
             let bundle = LockedBundle {
@@ -804,6 +879,11 @@ pub(crate) fn resolve_bundle(
                 roots: roots_owned,
                 release: release.map(str::to_string),
                 only: only.map(str::to_string),
+                architectures: if archs == DEFAULT_ARCHS {
+                    Vec::new()
+                } else {
+                    archive.archs.clone()
+                },
                 packages,
             };
             lock.put(bundle.clone());
@@ -871,7 +951,14 @@ pub(crate) fn resolve_bundle(
         packages,
         substitutions,
     };
-    let key = resolution_key(name, &locked.roots, release, only, &locked.packages);
+    let key = resolution_key(
+        name,
+        &locked.roots,
+        release,
+        only,
+        &locked.archs(),
+        &locked.packages,
+    );
     if let Err(e) = archive.cache.write_memo(RESOLVED_MEMO, &key, &resolved) {
         tracing::debug!("not remembering the resolution of {name}: {e:#}");
     }
@@ -899,20 +986,54 @@ impl std::fmt::Display for LockUpdate {
     }
 }
 
-/// `lab lock update`: the lock file (`LockFile::default_path`) re-resolved against today's
-/// archive, through `cache`'s apt state.
-pub fn update_default_lock(cache: &Cache) -> Result<LockUpdate> {
-    let archive = Archive::open(cache)?;
+/// `lab lock update [BUNDLE...]`: the lock file (`LockFile::default_path`) re-resolved
+/// against today's archive, through `cache`'s apt states; only the bundles named, when some
+/// are (a kernel source's bundle moves every kernel key with it).
+pub fn update_default_lock(cache: &Cache, bundles: &[String]) -> Result<LockUpdate> {
     let path = LockFile::default_path();
-    let changes = update_lock(&archive, &path)?;
+    let known: Vec<String> = LockFile::load(&path)?
+        .bundles
+        .into_iter()
+        .map(|b| b.name)
+        .collect();
+    if let Some(unknown) = bundles.iter().find(|b| !known.contains(b)) {
+        bail!(
+            "{}: no bundle {unknown:?}; the lock has {}",
+            path.display(),
+            known.join(", ")
+        );
+    }
+    let mut archives: BTreeMap<Vec<String>, Archive> = BTreeMap::new();
+    let changes = update_lock(
+        &mut |archs: &[&str]| {
+            let key: Vec<String> = archs.iter().map(|a| a.to_string()).collect();
+            if let Some(a) = archives.get(&key) {
+                return Ok(a.clone());
+            }
+            let archive = Archive::open_for(cache, archs)?;
+            archives.insert(key, archive.clone());
+            Ok(archive)
+        },
+        &path,
+        bundles,
+    )?;
     Ok(LockUpdate { path, changes })
 }
 
-/// Re-resolves every bundle in the lock against today's archive.
-pub(crate) fn update_lock(archive: &Archive, lock_path: &Path) -> Result<Vec<String>> {
+/// Re-resolves the bundles named in `only` (all when empty) against today's archive, each
+/// through the apt state of its architectures (`archive_for`).
+pub(crate) fn update_lock(
+    archive_for: &mut dyn FnMut(&[&str]) -> Result<Archive>,
+    lock_path: &Path,
+    only: &[String],
+) -> Result<Vec<String>> {
     let mut lock = LockFile::load(lock_path)?;
     let mut changes = Vec::new();
     for bundle in lock.bundles.clone() {
+        if !only.is_empty() && !only.contains(&bundle.name) {
+            continue;
+        }
+        let archive = archive_for(&bundle.archs())?;
         let packages = archive.resolve_closure(
             &bundle.roots,
             bundle.release.as_deref(),
@@ -1011,14 +1132,16 @@ mod tests {
         let cache = Cache::at(dir.path()).unwrap();
         let state = unreachable_archive_state(&cache, Duration::ZERO);
         let mirror = UNREACHABLE_MIRROR.to_string();
-        let first = Archive::open_at(&cache, mirror.clone(), KEYRING.into()).unwrap();
+        let first =
+            Archive::open_at(&cache, mirror.clone(), KEYRING.into(), DEFAULT_ARCHS).unwrap();
         let sources = state.join("etc/sources.list");
         let before = fs::metadata(&sources).unwrap();
         let opened = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let second = std::thread::spawn({
             let (cache, opened, mirror) = (cache.clone(), opened.clone(), mirror.clone());
             move || {
-                let archive = Archive::open_at(&cache, mirror, KEYRING.into()).unwrap();
+                let archive =
+                    Archive::open_at(&cache, mirror, KEYRING.into(), DEFAULT_ARCHS).unwrap();
                 opened.store(true, std::sync::atomic::Ordering::SeqCst);
                 drop(archive);
             }
@@ -1053,7 +1176,13 @@ mod tests {
         let stamp = state.join("lists/.updated");
         let old = fs::metadata(&stamp).unwrap().modified().unwrap();
         let start = std::time::Instant::now();
-        Archive::open_at(&cache, UNREACHABLE_MIRROR.into(), KEYRING.into()).unwrap();
+        Archive::open_at(
+            &cache,
+            UNREACHABLE_MIRROR.into(),
+            KEYRING.into(),
+            DEFAULT_ARCHS,
+        )
+        .unwrap();
         let took = start.elapsed();
         assert_eq!(
             fs::metadata(&stamp).unwrap().modified().unwrap(),
@@ -1102,6 +1231,7 @@ mod tests {
             roots: vec![format!("root{i}")],
             release: None,
             only: None,
+            architectures: Vec::new(),
             packages: (0..200)
                 .map(|j| PackageRef {
                     name: format!("p{j}"),
@@ -1212,6 +1342,7 @@ mod tests {
             roots: vec!["qemu-system-x86".into()],
             release: Some("trixie-backports".into()),
             only: None,
+            architectures: vec!["amd64".into(), "arm64".into()],
             packages: vec![PackageRef {
                 name: "qemu-system-x86".into(),
                 version: "1:11.1.3+ds-1~bpo13+1".into(),
@@ -1223,6 +1354,12 @@ mod tests {
         assert_eq!(
             back.bundle("qemu").unwrap().packages,
             lock.bundles[0].packages
+        );
+        assert_eq!(back.bundle("qemu").unwrap().archs(), ["amd64", "arm64"]);
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("architectures = [") && text.contains("\"arm64\""),
+            "{text}"
         );
     }
 
@@ -1242,6 +1379,7 @@ mod tests {
             roots: vec!["busybox-static".into()],
             release: Some("trixie".into()),
             only: None,
+            architectures: Vec::new(),
             packages: vec![package("1:1.37.0-6+b9")],
         };
         lock.put(bundle.clone());
@@ -1275,6 +1413,7 @@ mod tests {
             &bundle.roots,
             Some("trixie"),
             None,
+            DEFAULT_ARCHS,
             &bundle.packages,
         );
         cache.write_memo(RESOLVED_MEMO, &key, &resolved).unwrap();

@@ -120,6 +120,8 @@ pub struct BootPlan {
     pub image: Option<String>,
     /// Boot time limit (default: the lab's, scaled to the topology).
     pub boot_timeout: Option<Duration>,
+    /// Properties added to the guest's device tree (aarch64 topologies; see `vm::dtb`).
+    pub device_tree: Vec<crate::vm::dtb::DtProperty>,
 }
 
 /// A booted guest as `measure` sees it.
@@ -479,11 +481,16 @@ impl<S: Scenario> Experiment<S> {
     /// reached (or exactly `repetitions` per variant when fixed), and returns the record.
     pub async fn run(&self, lab: &Lab) -> Result<Outcome> {
         let (topology, planned) = self.plan_with_topology()?;
+        // A kernel for another architecture than the topology's fails before any is built.
+        for (variant, _, _) in &planned {
+            lab.check_variant_arch(variant, topology.arch())
+                .with_context(|| format!("{}: topology {}", self.name, topology.name()))?;
+        }
         // Kernels and images first, so boots are not interleaved with builds.
         let mut arms = Vec::new();
         for (variant, params, plan) in planned {
             crate::progress::step(format!("{}: kernel for {}", self.name, variant.name));
-            let kernel = lab.prepare(&variant).await?;
+            let kernel = lab.prepare_for(&variant, topology.arch()).await?;
             let image_name = plan
                 .image
                 .clone()
@@ -502,7 +509,7 @@ impl<S: Scenario> Experiment<S> {
         let seed = self.seed.unwrap_or_else(BootOrder::fresh_seed);
         let mut record = RunRecord::new(
             self.definition()?,
-            self.manifest(lab, &topology, &arms, seed),
+            self.manifest(lab, &topology, &arms, seed)?,
         )?;
         let record_path = dir.join("record.json");
         // Boots run side by side as far as the host's CPU slots allow.
@@ -689,8 +696,8 @@ impl<S: Scenario> Experiment<S> {
         topology: &Topology,
         arms: &[Arm<S::Params>],
         seed: u64,
-    ) -> Manifest {
-        let mut manifest = lab.manifest();
+    ) -> Result<Manifest> {
+        let mut manifest = lab.manifest(topology.arch())?;
         manifest.topology = json!({
             "name": topology.name(),
             "mapping": topology.describe(),
@@ -723,9 +730,10 @@ impl<S: Scenario> Experiment<S> {
                 "params": a.params,
                 "devices": a.plan.devices,
                 "cmdline": a.plan.cmdline,
+                "device_tree": a.plan.device_tree,
             })).collect::<Vec<_>>(),
         });
-        manifest
+        Ok(manifest)
     }
 
     async fn one_boot(
@@ -745,6 +753,7 @@ impl<S: Scenario> Experiment<S> {
         opts.cmdline = arm.plan.cmdline.clone();
         opts.devices = arm.plan.devices.clone();
         opts.boot_timeout = arm.plan.boot_timeout;
+        opts.device_tree = arm.plan.device_tree.clone();
         opts.log_dir = Some(dir.to_path_buf());
         // Where each boot's time goes, kept in its details (issue: what a boot costs).
         let mut phases = Phases::default();

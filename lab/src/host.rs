@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::arch::Arch;
 use crate::cache::Cache;
 use crate::devices::{DeviceHost, DeviceSpec};
 use crate::image::{build_image, GuestImage, ImageRecipe};
@@ -38,6 +39,16 @@ pub struct Lab {
     /// a bisect points its own copy here, with its probes' recipes beside the originals.
     pub(crate) kernel_recipes: crate::kernel::RecipeDirs,
     default_kernel: BootKernel,
+    /// QEMU and the default kernel of guests of other architectures, found on first use (an
+    /// x86-only user never provisions them).
+    foreign: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<Arch, ForeignArch>>>,
+}
+
+/// What a lab keeps for one foreign guest architecture.
+#[derive(Debug, Clone, Default)]
+struct ForeignArch {
+    qemu: Option<Qemu>,
+    default_kernel: Option<BootKernel>,
 }
 
 /// What one boot is made of, for [`Lab::boot`]: a name, then what differs from the lab's
@@ -75,6 +86,8 @@ pub struct BootOptions {
     /// The host file `passthrough:NAME` devices are looked up in (None: `LAB_HOST`, else
     /// `hosts/<hostname>.toml`).
     pub(crate) host: Option<String>,
+    /// Properties added to the device tree QEMU generates (aarch64 only).
+    pub(crate) device_tree: Vec<crate::vm::dtb::DtProperty>,
 }
 
 impl BootOptions {
@@ -144,6 +157,13 @@ impl BootOptions {
         self.host = Some(name.to_string());
         self
     }
+
+    /// One more property for the guest's device tree (an aarch64 topology's; x86 guests have
+    /// none), on the nodes compatible with its `compatible`.
+    pub fn device_tree(mut self, property: crate::vm::dtb::DtProperty) -> Self {
+        self.device_tree.push(property);
+        self
+    }
 }
 
 /// Where results and logs of runs are kept: `LAB_RESULTS_DIR`, else `results/` in the checkout.
@@ -171,11 +191,11 @@ impl Lab {
         };
         let default_kernel = {
             let _span = tracing::debug_span!("default_kernel").entered();
-            crate::kernel::default_kernel(&cache)?
+            crate::kernel::default_kernel(&cache, Arch::host())?
         };
         let (accel, accel_probe) = {
             let _span = tracing::debug_span!("choose_accel").entered();
-            choose_accel(&cache, &qemu, &default_kernel.bzimage)?
+            choose_accel(&cache, &qemu, &default_kernel.image)?
         };
         let slots = CpuSlots::for_host(cache.root())?;
         tracing::info!(
@@ -193,7 +213,69 @@ impl Lab {
             slots,
             kernel_recipes: crate::kernel::RecipeDirs::default_dirs(),
             default_kernel,
+            foreign: Default::default(),
         })
+    }
+
+    /// The QEMU that boots `arch`'s guests (the host architecture's is found at start; another
+    /// is looked up on first use, beside it). Blocking.
+    pub(crate) fn qemu_for(&self, arch: Arch) -> Result<Qemu> {
+        if arch == Arch::host() {
+            return Ok(self.qemu.clone());
+        }
+        if let Some(q) = self.foreign_part(arch, |f| f.qemu.clone()) {
+            return Ok(q);
+        }
+        let qemu = self
+            .qemu
+            .for_arch(&self.cache, arch)
+            .with_context(|| format!("locating QEMU for {arch} guests"))?;
+        self.foreign_set(arch, |f| f.qemu = Some(qemu.clone()));
+        Ok(qemu)
+    }
+
+    /// The kernel an `arch` guest boots unless told otherwise (`v6.12-arm64` for aarch64), built
+    /// on first use. Blocking.
+    pub(crate) fn default_kernel_for(&self, arch: Arch) -> Result<BootKernel> {
+        if arch == Arch::host() {
+            return Ok(self.default_kernel.clone());
+        }
+        if let Some(k) = self.foreign_part(arch, |f| f.default_kernel.clone()) {
+            return Ok(k);
+        }
+        let kernel = crate::kernel::default_kernel(&self.cache, arch)?;
+        self.foreign_set(arch, |f| f.default_kernel = Some(kernel.clone()));
+        Ok(kernel)
+    }
+
+    fn foreign_part<T>(
+        &self,
+        arch: Arch,
+        get: impl FnOnce(&ForeignArch) -> Option<T>,
+    ) -> Option<T> {
+        let map = self.foreign.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&arch).and_then(get)
+    }
+
+    fn foreign_set(&self, arch: Arch, set: impl FnOnce(&mut ForeignArch)) {
+        let mut map = self.foreign.lock().unwrap_or_else(|p| p.into_inner());
+        set(map.entry(arch).or_default());
+    }
+
+    /// The accelerator `arch`'s guests run under here, and why: the probed one for the host's
+    /// architecture, TCG for another.
+    pub(crate) fn accel_for(&self, arch: Arch) -> (Accel, AccelProbe) {
+        crate::toolchain::accel_for_guest((self.accel, &self.accel_probe), arch).unwrap_or_else(
+            |e| {
+                (
+                    Accel::TcgSingle,
+                    AccelProbe {
+                        kvm_works: false,
+                        reason: format!("{e:#}"),
+                    },
+                )
+            },
+        )
     }
 
     /// Gives the host back the devices a killed lab left on `vfio-pci` (its journals in the
@@ -218,9 +300,20 @@ impl Lab {
         Ok(lab)
     }
 
-    /// The kernel a boot gets unless its options name another (`v6.12`, lab-minimal).
+    /// The kernel a boot on the host's architecture gets unless its options name another
+    /// (`v6.12`, lab-minimal).
     pub fn default_kernel(&self) -> &BootKernel {
         &self.default_kernel
+    }
+
+    /// The accelerator `arch`'s guests run under (`kvm`, or a TCG mode), as records name it.
+    pub fn accelerator_for(&self, arch: Arch) -> &'static str {
+        self.accel_for(arch).0.name()
+    }
+
+    /// Whether throughput figures of `arch`'s guests mean anything here.
+    pub fn on_kvm_for(&self, arch: Arch) -> bool {
+        self.accel_for(arch).0.is_kvm()
     }
 
     /// Whether throughput figures mean anything here (KVM, not TCG).
@@ -272,7 +365,7 @@ impl Lab {
     /// where the 6 MiB default one took 3-7 s, and timed out at 46 s on a host at load 15).
     pub(crate) fn boot_timeout(&self, topology: &Topology, initramfs_bytes: u64) -> Duration {
         let cpus = topology.nr_cpus() as u64;
-        if self.accel.is_kvm() {
+        if self.accel_for(topology.arch()).0.is_kvm() {
             Duration::from_secs(30)
         } else {
             Duration::from_secs(30 + 2 * cpus + initramfs_bytes / (1 << 20))
@@ -286,7 +379,36 @@ impl Lab {
             Some(t) => t,
             None => Topology::by_name(opts.topology.as_deref().unwrap_or(DEFAULT_TOPOLOGY))?,
         };
-        let kernel = opts.kernel.unwrap_or_else(|| self.default_kernel.clone());
+        let arch = topology.arch();
+        let kernel = match opts.kernel {
+            Some(k) => k,
+            None => {
+                let lab = self.clone();
+                tokio::task::spawn_blocking(move || lab.default_kernel_for(arch)).await??
+            }
+        };
+        if !opts.device_tree.is_empty() && arch == Arch::X86_64 {
+            return Err(crate::error::bad_input(
+                topology.file(),
+                "arch",
+                format!(
+                    "device-tree properties ({}) need a device tree, which x86_64 guests do not have: use an aarch64 topology",
+                    opts.device_tree.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        if kernel.arch != arch {
+            return Err(crate::error::bad_input(
+                topology.file(),
+                "arch",
+                format!(
+                    "the topology {} is {arch}, but kernel {} is for {}: boot a {arch} kernel on it",
+                    topology.name(),
+                    kernel.name,
+                    kernel.arch
+                ),
+            ));
+        }
         let image_name = opts.image.unwrap_or_else(|| DEFAULT_IMAGE.to_string());
         let image = self.image_for(&image_name, &kernel).await?;
         let log_dir = opts
@@ -301,7 +423,7 @@ impl Lab {
             topology,
             kernel,
             initramfs: image.path,
-            accel: opts.accel.unwrap_or(self.accel),
+            accel: opts.accel.unwrap_or(self.accel_for(arch).0),
             cmdline: opts
                 .cmdline
                 .into_iter()
@@ -309,12 +431,14 @@ impl Lab {
                 .collect(),
             devices: opts.devices,
             log_dir,
+            dtb: None,
         })
     }
 
     /// How many guests on `topology` this host runs side by side (see [`CpuSlots`]).
     pub(crate) fn guests_at_once(&self, topology: &Topology) -> usize {
-        self.slots.guests_at_once(slot_cost(self.accel, topology))
+        let accel = self.accel_for(topology.arch()).0;
+        self.slots.guests_at_once(slot_cost(accel, topology))
     }
 
     /// Boots a guest, waits until its agent is ready and applies the options' scheduler
@@ -324,13 +448,32 @@ impl Lab {
     /// them.
     pub async fn boot(&self, opts: BootOptions) -> Result<Vm> {
         let settings = opts.settings.clone();
+        let device_tree = opts.device_tree.clone();
         let spec = self.spec(opts).await?;
         let slot = self
             .slots
             .acquire(slot_cost(spec.accel, &spec.topology))
             .await?;
+        let qemu = {
+            let lab = self.clone();
+            let arch = spec.topology.arch();
+            tokio::task::spawn_blocking(move || lab.qemu_for(arch)).await??
+        };
         let attached = self.attach_devices(&spec).await?;
-        let mut vm = Vm::boot(&self.qemu, spec, attached).await?;
+        let mut spec = spec;
+        if !device_tree.is_empty() {
+            // QEMU's own tree for this machine, with the properties added, in the guest's dir.
+            let dtb = attached.dir.path().join("guest.dtb");
+            let args = crate::vm::machine_args(&spec);
+            let (q, out) = (qemu.clone(), dtb.clone());
+            tokio::task::spawn_blocking(move || {
+                crate::vm::dtb::write_patched(&q, &args, &device_tree, &out)
+            })
+            .await?
+            .with_context(|| format!("guest {}: its device tree", spec.name))?;
+            spec.dtb = Some(dtb);
+        }
+        let mut vm = Vm::boot(&qemu, spec, attached).await?;
         vm.hold_slot(slot);
         // The VM is killed when dropped, also when the settings do not take.
         crate::vm::settings::apply_settings(&vm, &settings)
@@ -399,42 +542,85 @@ pub(crate) struct HostManifest {
 }
 
 impl Lab {
-    /// The host, QEMU and accelerator parts of a result manifest.
-    pub(crate) fn manifest(&self) -> crate::report::Manifest {
-        crate::report::Manifest {
-            host: serde_json::json!({
-                "cpu": crate::toolchain::host_cpu_model(),
-                "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-            }),
-            qemu: serde_json::to_value(self.host_manifest()).unwrap_or_default(),
-            accelerator: serde_json::json!({"name": self.accel.name(), "reason": self.accel_probe.reason}),
-            ..crate::report::Manifest::default()
+    /// The host, QEMU and accelerator parts of a result manifest for `arch`'s guests.
+    pub(crate) fn manifest(&self, arch: Arch) -> Result<crate::report::Manifest> {
+        let (accel, probe) = self.accel_for(arch);
+        let mut host = serde_json::json!({
+            "cpu": crate::toolchain::host_cpu_model(),
+            "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        });
+        // Host-architecture records keep the shape they had before other architectures.
+        if arch != Arch::host() {
+            host["guest_arch"] = serde_json::json!(arch.name());
         }
+        Ok(crate::report::Manifest {
+            host,
+            qemu: serde_json::to_value(self.host_manifest(arch)?).unwrap_or_default(),
+            accelerator: serde_json::json!({"name": accel.name(), "reason": probe.reason}),
+            ..crate::report::Manifest::default()
+        })
     }
 
-    pub(crate) fn host_manifest(&self) -> HostManifest {
-        HostManifest {
-            qemu_version: self.qemu.version.clone(),
-            qemu_sha256: self.qemu.sha256.clone(),
-            qemu_origin: self.qemu.origin.clone(),
-            accel: self.accel,
-            accel_reason: self.accel_probe.reason.clone(),
+    pub(crate) fn host_manifest(&self, arch: Arch) -> Result<HostManifest> {
+        let qemu = self.qemu_for(arch)?;
+        let (accel, probe) = self.accel_for(arch);
+        Ok(HostManifest {
+            qemu_version: qemu.version.clone(),
+            qemu_sha256: qemu.sha256.clone(),
+            qemu_origin: qemu.origin.clone(),
+            accel,
+            accel_reason: probe.reason.clone(),
             host_cpu: crate::toolchain::host_cpu_model(),
             host_cores: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
-        }
+        })
     }
 }
 
 impl Lab {
     /// Finds or builds a variant's kernel and merges its boot settings, off the executor (a
-    /// cold build takes minutes). See `crate::kernel::prepare`.
+    /// cold build takes minutes): a recipe for the architecture it names, `debian` for the
+    /// host's. See `crate::kernel::prepare`.
     pub async fn prepare(&self, variant: &crate::variant::Variant) -> Result<ReadyKernel> {
+        self.prepare_kernel(variant, None).await
+    }
+
+    /// [`Lab::prepare`] for `arch`'s guests: a recipe for another architecture is refused
+    /// ([`crate::Error::BadInput`]) before anything is built, and `debian` is that
+    /// architecture's kernel package.
+    pub async fn prepare_for(
+        &self,
+        variant: &crate::variant::Variant,
+        arch: Arch,
+    ) -> Result<ReadyKernel> {
+        self.prepare_kernel(variant, Some(arch)).await
+    }
+
+    async fn prepare_kernel(
+        &self,
+        variant: &crate::variant::Variant,
+        arch: Option<Arch>,
+    ) -> Result<ReadyKernel> {
         let cache = self.cache.clone();
         let variant = variant.clone();
         let opts = self.build_options();
-        tokio::task::spawn_blocking(move || variant.prepare(&cache, &opts)).await?
+        tokio::task::spawn_blocking(move || variant.prepare(&cache, &opts, arch)).await?
+    }
+
+    /// Refuses, before anything is built, a variant whose kernel recipe is for another
+    /// architecture than `arch` (the topology's).
+    pub(crate) fn check_variant_arch(
+        &self,
+        variant: &crate::variant::Variant,
+        arch: Arch,
+    ) -> Result<()> {
+        if crate::kernel::arch_of(&variant.kernel, &self.kernel_recipes)?.is_some() {
+            let recipe = crate::kernel::load_recipe(&self.kernel_recipes, &variant.kernel)?;
+            crate::kernel::check_arch(&recipe, &self.kernel_recipes, arch)
+                .with_context(|| format!("variant {}", variant.name))?;
+        }
+        Ok(())
     }
 
     /// This lab, finding kernel recipes in `dirs` instead.

@@ -340,7 +340,8 @@ impl HostTopology {
     /// The host-wide hugepage pools, one `2 MiB: FREE of TOTAL free` each (`lab doctor`: what
     /// a topology with `hugepages` can take here); empty when the host has none.
     pub(crate) fn hugepage_pools(&self) -> Vec<String> {
-        crate::topology::HUGEPAGE_SIZES
+        crate::arch::Arch::host()
+            .hugepage_sizes()
             .iter()
             .filter_map(|&page| {
                 let free = self.hugepages_count(None, page, "free_hugepages")?;

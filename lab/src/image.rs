@@ -2,7 +2,10 @@
 //! whole; single programs such as hackbench or fio with only their shared-library closure, see
 //! `programs`), the lab's guest agent as `/init`, the lab's own workloads the recipe lists
 //! (`lab_programs`, from `crate::agent::LAB_PROGRAMS`), and the kernel's modules;
-//! content-addressed in the cache.
+//! content-addressed in the cache. An image is for its kernel's architecture: an aarch64
+//! guest's packages come from Debian's arm64 archive (bundles `guest-<name>-arm64`), its
+//! programs' libraries from the arm64 multiarch directories, and its lab programs are built
+//! with the cross toolchain (`crate::cross::guest_programs`).
 //!
 //! Public: [`GuestImage`], what [`crate::Lab::image_for`] builds.
 
@@ -18,7 +21,9 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::agent::LabProgram;
+use crate::arch::Arch;
 use crate::cache::{hash_parts, Cache};
+use crate::cross::ProgramFile;
 use crate::debian::{self, Archive};
 use crate::kernel::BootKernel;
 
@@ -95,18 +100,18 @@ impl ImageRecipe {
         Ok(listed.into_values().collect())
     }
 
-    /// The bundle of the packages unpacked whole.
-    fn packages_bundle(&self) -> Bundle<'_> {
+    /// The bundle of the packages unpacked whole, for `arch`'s guests.
+    fn packages_bundle(&self, arch: Arch) -> Bundle<'_> {
         Bundle {
-            name: format!("guest-{}", self.name),
+            name: format!("guest-{}{}", self.name, bundle_suffix(arch)),
             roots: self.packages.iter().map(String::as_str).collect(),
         }
     }
 
     /// The bundle the programs come from (their packages' closure), if the recipe has programs.
-    fn programs_bundle(&self) -> Option<Bundle<'_>> {
+    fn programs_bundle(&self, arch: Arch) -> Option<Bundle<'_>> {
         (!self.programs.is_empty()).then(|| Bundle {
-            name: format!("guest-{}-programs", self.name),
+            name: format!("guest-{}-programs{}", self.name, bundle_suffix(arch)),
             roots: self.programs.keys().map(String::as_str).collect(),
         })
     }
@@ -152,6 +157,15 @@ struct Bundle<'a> {
 /// Guest packages come from Debian trixie, like the kernels.
 const RELEASE: Option<&str> = Some("trixie");
 
+/// What a bundle's name gets for a guest architecture: nothing for x86_64 (the names it had
+/// before), `-arm64` for aarch64.
+fn bundle_suffix(arch: Arch) -> String {
+    match arch {
+        Arch::X86_64 => String::new(),
+        other => format!("-{}", other.debian()),
+    }
+}
+
 impl Bundle<'_> {
     fn recorded(&self, cache: &Cache, lock: &Path) -> Result<Option<debian::ResolvedBundle>> {
         debian::recorded_resolution(cache, lock, &self.name, &self.roots, RELEASE, None)
@@ -160,6 +174,30 @@ impl Bundle<'_> {
     fn resolve(&self, archive: &Archive, lock: &Path) -> Result<debian::ResolvedBundle> {
         debian::resolve_bundle(archive, lock, &self.name, &self.roots, RELEASE, None)
     }
+}
+
+/// The guest agent and the lab programs `recipe` lists, for `arch`.
+fn lab_programs_for(
+    cache: &Cache,
+    recipe: &ImageRecipe,
+    arch: Arch,
+) -> Result<(ProgramFile, Vec<ProgramFile>)> {
+    let listed = recipe
+        .listed_lab_programs()
+        .with_context(|| format!("guest image recipe {:?}", recipe.name))?;
+    let all = crate::cross::guest_programs(cache, arch)?;
+    let find = |name: &str| {
+        all.iter()
+            .find(|p| p.name == name)
+            .cloned()
+            .with_context(|| format!("no {arch} build of the lab program {name}"))
+    };
+    let agent = find(crate::agent::AGENT.name)?;
+    let listed = listed
+        .iter()
+        .map(|p| find(p.name))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((agent, listed))
 }
 
 /// Builds (or reuses) the initramfs of `recipe` for `kernel`. Warm (the recipe's bundles
@@ -171,11 +209,11 @@ pub(crate) fn build_image(
     kernel: &BootKernel,
 ) -> Result<GuestImage> {
     let lock = debian::LockFile::default_path();
-    let lab_programs = recipe
-        .listed_lab_programs()
-        .with_context(|| format!("guest image recipe {:?}", recipe.name))?;
-    let whole = recipe.packages_bundle();
-    let programs = recipe.programs_bundle();
+    let arch = kernel.arch;
+    let (agent, lab_programs) = lab_programs_for(cache, recipe, arch)?;
+    let listed: Vec<&ProgramFile> = lab_programs.iter().collect();
+    let whole = recipe.packages_bundle(arch);
+    let programs = recipe.programs_bundle(arch);
     if let Some(packages) = whole.recorded(cache, &lock)? {
         let program_packages = match &programs {
             Some(bundle) => bundle.recorded(cache, &lock)?.map(Some),
@@ -185,7 +223,8 @@ pub(crate) fn build_image(
             let key = image_key(
                 &packages,
                 program_packages.as_ref(),
-                &lab_programs,
+                &agent,
+                &listed,
                 recipe,
                 kernel,
             );
@@ -198,7 +237,7 @@ pub(crate) fn build_image(
             }
         }
     }
-    let archive = Archive::open(cache)?;
+    let archive = Archive::open_for(cache, &[arch.debian()])?;
     let bundle = whole.resolve(&archive, &lock)?;
     let program_packages = match &programs {
         Some(b) => Some(b.resolve(&archive, &lock)?),
@@ -208,7 +247,8 @@ pub(crate) fn build_image(
     let key = image_key(
         &bundle,
         program_packages.as_ref(),
-        &lab_programs,
+        &agent,
+        &listed,
         recipe,
         kernel,
     );
@@ -220,13 +260,14 @@ pub(crate) fn build_image(
         // Before busybox's applets, so a real program wins over an applet of the same name
         // (and no lab program is written through an applet's link).
         let program_files = match &program_packages {
-            Some(b) => add_programs(&archive, recipe, b, &root, &dir.join("programs"))?,
+            Some(b) => add_programs(&archive, recipe, arch, b, &root, &dir.join("programs"))?,
             None => Vec::new(),
         };
-        for program in std::iter::once(&crate::agent::AGENT).chain(lab_programs.iter().copied()) {
+        for program in std::iter::once(&agent).chain(lab_programs.iter()) {
             write_lab_program(&root, program)?;
         }
-        add_busybox_applets(&root)?;
+        add_busybox_applets(cache, &bundle, arch, &root, &dir.join("applets"))?;
+        let _ = fs::remove_dir_all(dir.join("applets"));
         let (modules, missing) = match &kernel.modules {
             Some(dir) => copy_modules(dir, &root, &kernel.release, &recipe.modules)?,
             None => (vec![], recipe.modules.clone()),
@@ -266,7 +307,8 @@ pub(crate) fn build_image(
 fn image_key(
     bundle: &debian::ResolvedBundle,
     program_packages: Option<&debian::ResolvedBundle>,
-    lab_programs: &[&LabProgram],
+    agent: &ProgramFile,
+    lab_programs: &[&ProgramFile],
     recipe: &ImageRecipe,
     kernel: &BootKernel,
 ) -> String {
@@ -276,9 +318,13 @@ fn image_key(
         ("packages", packages.as_bytes()),
         ("modules", modules.as_bytes()),
         ("kernel", kernel.identity.as_bytes()),
-        ("agent-sha256", crate::agent::AGENT.sha256.as_bytes()),
+        ("agent-sha256", agent.sha256.as_bytes()),
         ("format", b"newc-v1"),
     ];
+    // x86_64 images keep the keys they had before architectures existed.
+    if kernel.arch != Arch::X86_64 {
+        parts.push(("arch", kernel.arch.name().as_bytes()));
+    }
     // Only recipes with lab programs add this, so the others do not change with them.
     let listed: String = lab_programs
         .iter()
@@ -316,6 +362,7 @@ fn package_list(bundle: &debian::ResolvedBundle) -> Vec<String> {
 fn add_programs(
     archive: &Archive,
     recipe: &ImageRecipe,
+    arch: Arch,
     bundle: &debian::ResolvedBundle,
     root: &Path,
     scratch: &Path,
@@ -336,7 +383,7 @@ fn add_programs(
     }
     // Programs name their loader /lib64/...; trixie's packages ship it under usr/.
     add_merged_usr_links(&tree)?;
-    let files = programs::closure(&recipe.name, &tree, &own, &recipe.programs)?;
+    let files = programs::closure(&recipe.name, arch, &tree, &own, &recipe.programs)?;
     programs::install(&tree, root, &files)?;
     fs::remove_dir_all(scratch)?;
     Ok(files.into_iter().collect())
@@ -362,12 +409,12 @@ fn open_image(entry: &Path, kernel: &BootKernel) -> Result<GuestImage> {
 }
 
 /// One of the lab's own static programs (the agent, workloads) at its guest path, mode 0755.
-fn write_lab_program(root: &Path, program: &LabProgram) -> Result<()> {
+fn write_lab_program(root: &Path, program: &ProgramFile) -> Result<()> {
     let path = root.join(program.guest_path.trim_start_matches('/'));
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir)?;
     }
-    fs::write(&path, program.bytes).with_context(|| format!("writing {}", path.display()))?;
+    fs::write(&path, program.bytes()?).with_context(|| format!("writing {}", path.display()))?;
     fs::set_permissions(&path, fs::Permissions::from_mode(0o755))?;
     Ok(())
 }
@@ -403,13 +450,42 @@ fn add_merged_usr_links(root: &Path) -> Result<()> {
 }
 
 /// Links every busybox applet the image lacks, so the agent's commands find `sh`, `cat`, ...
-/// without an install step at boot. busybox-static runs on the host, so it lists its applets.
-fn add_busybox_applets(root: &Path) -> Result<()> {
+/// without an install step at boot. busybox-static lists its applets on the host; for another
+/// architecture's guest the host's build of the same version does (Debian builds every
+/// architecture's busybox-static from one configuration), unpacked into `scratch`.
+fn add_busybox_applets(
+    cache: &Cache,
+    bundle: &debian::ResolvedBundle,
+    arch: Arch,
+    root: &Path,
+    scratch: &Path,
+) -> Result<()> {
     let busybox = root.join("usr/bin/busybox");
     if !busybox.exists() {
         return Ok(());
     }
-    let out = crate::process::output(std::process::Command::new(&busybox).arg("--list-full"))
+    let lister = if arch == Arch::host() {
+        busybox.clone()
+    } else {
+        let package = bundle
+            .packages
+            .iter()
+            .find(|p| p.name == "busybox-static")
+            .context("the image has a busybox but no busybox-static package to list its applets")?;
+        let host = Archive::open(cache)?;
+        let found = host
+            .lookup(&package.name, &package.version)?
+            .with_context(|| {
+                format!(
+                    "the host's busybox-static {} (to list the applets of the {arch} one) is not in the archive",
+                    package.version
+                )
+            })?;
+        let deb = host.download(&found)?;
+        debian::extract_deb(&deb, scratch)?;
+        scratch.join("usr/bin/busybox")
+    };
+    let out = crate::process::output(std::process::Command::new(&lister).arg("--list-full"))
         .context("listing busybox applets")?;
     for applet in String::from_utf8_lossy(&out.stdout).lines() {
         // "bin/sh", "usr/sbin/chroot", ...: put them all under usr/ (merged /usr).
@@ -659,12 +735,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(recipe.programs["rt-tests"], vec!["hackbench".to_string()]);
-        let bundle = recipe.programs_bundle().unwrap();
+        let bundle = recipe.programs_bundle(Arch::X86_64).unwrap();
         assert_eq!(bundle.name, "guest-sched-programs");
         assert_eq!(bundle.roots, vec!["numactl", "rt-tests"]);
-        assert_eq!(recipe.packages_bundle().name, "guest-sched");
+        assert_eq!(recipe.packages_bundle(Arch::X86_64).name, "guest-sched");
         let plain = load("name = \"default\"\npackages = [\"busybox-static\"]\n").unwrap();
-        assert!(plain.programs.is_empty() && plain.programs_bundle().is_none());
+        assert!(plain.programs.is_empty() && plain.programs_bundle(Arch::X86_64).is_none());
         let err = format!(
             "{:#}",
             load("name = \"x\"\npackages = []\n[programs]\nfio = [\"usr/bin/fio\"]\n").unwrap_err()
@@ -685,7 +761,8 @@ mod tests {
         let kernel = BootKernel {
             name: "v6.12".into(),
             release: "6.12.0-lab".into(),
-            bzimage: PathBuf::from("/nonexistent"),
+            arch: crate::arch::Arch::X86_64,
+            image: PathBuf::from("/nonexistent"),
             modules: None,
             identity: "recipe v6.12 key k".into(),
         };
@@ -699,6 +776,7 @@ mod tests {
             substitutions: vec![],
         };
         let whole = bundle("busybox-static", "1");
+        let agent = ProgramFile::embedded(&crate::agent::AGENT);
         let mut recipe = ImageRecipe {
             name: "sched".into(),
             description: String::new(),
@@ -707,18 +785,19 @@ mod tests {
             modules: vec![],
             lab_programs: vec![],
         };
-        let plain = image_key(&whole, None, &[], &recipe, &kernel);
+        let plain = image_key(&whole, None, &agent, &[], &recipe, &kernel);
         recipe
             .programs
             .insert("rt-tests".into(), vec!["hackbench".into()]);
         let rt = bundle("rt-tests", "2.6-1.1");
-        let with = image_key(&whole, Some(&rt), &[], &recipe, &kernel);
+        let with = image_key(&whole, Some(&rt), &agent, &[], &recipe, &kernel);
         assert_ne!(plain, with);
         assert_ne!(
             with,
             image_key(
                 &whole,
                 Some(&bundle("rt-tests", "2.7-1")),
+                &agent,
                 &[],
                 &recipe,
                 &kernel
@@ -729,17 +808,20 @@ mod tests {
             "rt-tests".into(),
             vec!["hackbench".into(), "cyclictest".into()],
         );
-        assert_ne!(with, image_key(&whole, Some(&rt), &[], &recipe, &kernel));
+        assert_ne!(
+            with,
+            image_key(&whole, Some(&rt), &agent, &[], &recipe, &kernel)
+        );
         // A lab program is part of the key of the images that carry it only.
-        let numa01 = crate::agent::listable_program("lab-numa01").unwrap();
-        let with_numa01 = image_key(&whole, Some(&rt), &[numa01], &recipe, &kernel);
+        let numa01 = &ProgramFile::embedded(crate::agent::listable_program("lab-numa01").unwrap());
+        let with_numa01 = image_key(&whole, Some(&rt), &agent, &[numa01], &recipe, &kernel);
         assert_ne!(
             with_numa01,
-            image_key(&whole, Some(&rt), &[], &recipe, &kernel)
+            image_key(&whole, Some(&rt), &agent, &[], &recipe, &kernel)
         );
         assert_ne!(
-            image_key(&whole, None, &[numa01], &recipe, &kernel),
-            image_key(&whole, None, &[], &recipe, &kernel)
+            image_key(&whole, None, &agent, &[numa01], &recipe, &kernel),
+            image_key(&whole, None, &agent, &[], &recipe, &kernel)
         );
     }
 

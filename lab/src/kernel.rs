@@ -25,15 +25,23 @@ pub(crate) mod source;
 mod tests;
 pub(crate) mod tools;
 
-pub(crate) use boot::{apply_script, default_kernel, prepare, DEBIAN};
+pub(crate) use boot::{apply_script, arch_of, check_arch, default_kernel, prepare, DEBIAN};
 pub use boot::{BootKernel, ReadyKernel};
 pub(crate) use build::{build, cached, current_keys, list, CachedKernel, KIND};
 pub use build::{build_all, gc_unused, list_table, BuildOptions, BuiltKernel, GcReport};
 pub use recipe::BootSettings;
 pub(crate) use recipe::{load as load_recipe, recipe_names, Recipe, RecipeDirs, Source};
 
-/// The lab's default kernel recipe.
+/// The lab's default kernel recipe (x86_64 guests).
 pub const DEFAULT_RECIPE: &str = "v6.12";
+
+/// The default kernel recipe of `arch`'s guests.
+pub fn default_recipe(arch: crate::arch::Arch) -> &'static str {
+    match arch {
+        crate::arch::Arch::X86_64 => DEFAULT_RECIPE,
+        crate::arch::Arch::Aarch64 => "v6.12-arm64",
+    }
+}
 
 /// What the lab reads in a guest (the agent's mounts, cgroups, tracefs, IRQ affinity files,
 /// ...) that the kernel config `dot_config` lacks: the text of a `.config` or of a guest's

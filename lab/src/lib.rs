@@ -41,7 +41,7 @@
 //! # What is here
 //!
 //! - Booting: [`Lab`], [`BootOptions`], [`vm::Vm`] and its [`guest`] agent, [`topology`] (machine
-//!   shapes), [`kernel`] (kernels a boot takes, and the `lab kernel` verbs), [`image`].
+//!   shapes, on an [`arch::Arch`]), [`kernel`] (kernels a boot takes, and the `lab kernel` verbs), [`image`].
 //! - Devices: [`devices::Device`], the trait a device (the lab's or a test's own) implements,
 //!   and [`devices::DeviceSpec`], a device with the CPUs its interrupts are pinned to.
 //! - Experiments: [`experiment`] (the runner and the [`Scenario`](experiment::Scenario) trait),
@@ -63,9 +63,11 @@
 #![deny(missing_docs)]
 
 mod agent;
+pub mod arch;
 pub mod bench;
 pub mod bisect;
 pub mod cache;
+mod cross;
 pub mod debian;
 pub mod devices;
 pub mod doctor;

@@ -215,10 +215,10 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             return Ok(run.exit_code());
         }
         Cmd::Lock {
-            command: LockCmd::Update,
+            command: LockCmd::Update { bundles },
         } => {
             let cache = lab::cache::Cache::from_env()?;
-            print!("{}", lab::debian::update_default_lock(&cache)?);
+            print!("{}", lab::debian::update_default_lock(&cache, &bundles)?);
         }
     }
     Ok(0)
@@ -275,9 +275,13 @@ async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: boo
     let exe = std::env::current_exe().context("finding the lab binary to benchmark")?;
     let cache = lab::cache::Cache::from_env()?;
     let text = match command {
-        Some(BenchCmd::Boot { runs, topology }) => {
-            lab::bench::boot(runs, &topology).await?.render()
-        }
+        Some(BenchCmd::Boot {
+            runs,
+            topology,
+            against,
+        }) => lab::bench::boot(runs, &topology, against.as_deref())
+            .await?
+            .render(),
         Some(BenchCmd::Run { runs, topology }) => lab::bench::run_report(&exe, runs, &topology)
             .await?
             .render(),

@@ -3,7 +3,10 @@
 //! Results are only comparable when the VMM is pinned, so the lab uses a QEMU >= 10.1 with
 //! `vfio-user-pci` and otherwise provisions one from Debian packages (trixie-backports) into its
 //! cache, run through the bundle's own dynamic loader so no host library is replaced. The
-//! accelerator is probed by booting, since some hosts expose a `/dev/kvm` that hangs guests.
+//! bundle has both system emulators the lab boots, `qemu-system-x86_64` and
+//! `qemu-system-aarch64` (one more 10 MB package beside the 89 they share); a guest of another
+//! architecture runs under TCG. The accelerator is probed by booting, since some hosts expose
+//! a `/dev/kvm` that hangs guests.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -12,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::arch::Arch;
 use crate::cache::{hash_parts, Cache};
 use crate::debian::{self, Archive, ResolvedBundle, Substitution};
 
@@ -117,7 +121,7 @@ impl Qemu {
     /// resolved before and its bundle unpacked), this asks neither apt nor the network.
     pub(crate) fn bundle(cache: &Cache) -> Result<Qemu> {
         const NAME: &str = "qemu";
-        const ROOTS: &[&str] = &["qemu-system-x86"];
+        const ROOTS: &[&str] = &["qemu-system-x86", "qemu-system-arm"];
         const RELEASE: Option<&str> = Some("trixie-backports");
         let lock = debian::LockFile::default_path();
         if let Some(resolved) =
@@ -145,6 +149,50 @@ impl Qemu {
             debian::unpack_bundle(&archive, &resolved, &dir.join("root"))
         })?;
         Qemu::from_bundle(cache, &entry, &resolved)
+    }
+
+    /// The QEMU that boots `arch`'s guests beside this one (the x86_64 QEMU [`Qemu::locate`]
+    /// found): the bundle's own `qemu-system-aarch64`, or for a host QEMU `LAB_QEMU_AARCH64`,
+    /// else the emulator of that name beside it or on `PATH`. Its devices need no
+    /// `vfio-user-pci` (the lab's DMA engines are x86 drivers).
+    pub(crate) fn for_arch(&self, cache: &Cache, arch: Arch) -> Result<Qemu> {
+        if arch == Arch::X86_64 {
+            return Ok(self.clone());
+        }
+        let name = arch.qemu_binary();
+        let binary = match &self.origin {
+            QemuOrigin::Bundle { .. } => self.binary.with_file_name(name),
+            QemuOrigin::Host => {
+                let var = format!("LAB_QEMU_{}", arch.name().to_uppercase());
+                match std::env::var_os(&var) {
+                    Some(path) => PathBuf::from(path),
+                    None => {
+                        let beside = self.binary.with_file_name(name);
+                        if beside.is_file() {
+                            beside
+                        } else {
+                            which(name).with_context(|| {
+                                format!(
+                                    "no {name} beside {} or on PATH: install QEMU's {arch}                                      emulator or name it in {var}",
+                                    self.binary.display()
+                                )
+                            })?
+                        }
+                    }
+                }
+            }
+        };
+        if !binary.is_file() {
+            bail!("{} does not exist", binary.display());
+        }
+        let mut qemu = Qemu {
+            sha256: cache.file_sha256(&binary)?,
+            binary,
+            ..self.clone()
+        };
+        qemu.interrogate(cache)?;
+        qemu.check_version()?;
+        Ok(qemu)
     }
 
     /// The QEMU of an unpacked bundle entry.
@@ -220,6 +268,14 @@ impl Qemu {
     }
 
     fn check_usable(&self) -> Result<()> {
+        self.check_version()?;
+        if !self.has_vfio_user {
+            bail!("{} has no vfio-user-pci device", self.binary.display());
+        }
+        Ok(())
+    }
+
+    fn check_version(&self) -> Result<()> {
         let mut nums = self
             .version
             .split('.')
@@ -234,9 +290,6 @@ impl Qemu {
                 MIN_QEMU.1
             );
         }
-        if !self.has_vfio_user {
-            bail!("{} has no vfio-user-pci device", self.binary.display());
-        }
         Ok(())
     }
 }
@@ -248,7 +301,8 @@ struct QemuInfo {
     has_vfio_user: bool,
 }
 
-fn bundle_key(resolved: &ResolvedBundle) -> String {
+/// A bundle's cache key: its name and every package's version and checksum.
+pub(crate) fn bundle_key(resolved: &ResolvedBundle) -> String {
     let list: String = resolved
         .packages
         .iter()
@@ -366,6 +420,46 @@ pub(crate) fn choose_accel(
         default_tcg()?
     };
     Ok((accel, probe))
+}
+
+/// The accelerator of a guest of `arch` on a lab whose host-architecture guests run under
+/// `host`: the same for the host's architecture; TCG otherwise (KVM runs guests of the host's
+/// own architecture only), the flavour `LAB_ACCEL` names when it names one, else
+/// [`default_tcg`].
+pub(crate) fn accel_for_guest(
+    host: (Accel, &AccelProbe),
+    arch: Arch,
+) -> Result<(Accel, AccelProbe)> {
+    if arch == Arch::host() {
+        return Ok((host.0, host.1.clone()));
+    }
+    let forced = std::env::var("LAB_ACCEL")
+        .ok()
+        .map(|v| Accel::parse(&v).map(|a| (a, v)))
+        .transpose()
+        .context("LAB_ACCEL")?;
+    let (accel, why) = match forced {
+        Some((a, v)) if !a.is_kvm() => (a, format!("LAB_ACCEL={v}")),
+        // Multi-threaded unless LAB_TCG says otherwise: measured on the 2-core EPYC host
+        // (2026-12-03, its-balance), single-threaded TCG left 2 of 22 aarch64 boots stalled
+        // (an RCU stall as fio started, then no progress for 300 s), multi-threaded 0 of 12
+        // (and 24 more in the test's soak), each boot about twice as fast. QEMU itself picks
+        // MTTCG for aarch64 guests on an x86_64 host.
+        _ => match std::env::var("LAB_TCG") {
+            Ok(_) => (default_tcg()?, "TCG".to_string()),
+            Err(_) => (Accel::TcgMulti, "TCG".to_string()),
+        },
+    };
+    Ok((
+        accel,
+        AccelProbe {
+            kvm_works: false,
+            reason: format!(
+                "{why}: an {arch} guest on this {} host (KVM runs guests of the host's own architecture only)",
+                Arch::host()
+            ),
+        },
+    ))
 }
 
 fn probe_kvm_cached(cache: &Cache, qemu: &Qemu, kernel: &Path) -> Result<AccelProbe> {

@@ -6,7 +6,10 @@
 //! ```toml
 //! name = "ci-2node-4llc"          # required; must equal the file name without `.toml`
 //! description = "..."              # optional, free text
-//! cpu_model = "qemu64"             # optional, a QEMU `-cpu` name; default "qemu64"
+//! arch = "x86_64"                  # optional, "x86_64" (QEMU q35) or "aarch64" (QEMU virt,
+//!                                  # GICv3 with its ITS); default "x86_64"
+//! cpu_model = "qemu64"             # optional, a QEMU `-cpu` name; default "qemu64" ("max" on
+//!                                  # aarch64)
 //! sockets = 1                      # optional, default 1; CPUs are split evenly, in id order
 //! threads_per_core = 1             # optional, default 1 (no SMT)
 //! distances = [[10, 20], [20, 10]] # optional SLIT, one row per node; default 10 local, 20 remote
@@ -58,7 +61,10 @@
 //! inside a QEMU socket. When every declared socket holds exactly one LLC the sockets map 1:1
 //! (`Mapping::Sockets`); otherwise each LLC becomes its own QEMU socket inside its NUMA node
 //! (`Mapping::LlcAsSocket`), which needs LLCs of equal size. The guest then sees the declared
-//! LLCs, nodes and SMT siblings, and its package ids count LLCs. [`Topology::describe`] says
+//! LLCs, nodes and SMT siblings, and its package ids count LLCs. On aarch64 (`virt`) a socket
+//! may hold several clusters: every declared socket is a QEMU socket and every LLC a cluster
+//! (`-smp ...,sockets=S,clusters=C`) whose L3 QEMU describes per cluster (`smp-cache`), so the
+//! package ids are the declared sockets (`Mapping::Clusters`). [`Topology::describe`] says
 //! which mapping applies and why.
 
 mod cpulist;
@@ -71,6 +77,7 @@ pub use cpulist::{format_cpulist, parse_cpulist, CpuListError};
 pub(crate) use qemu::Mapping;
 pub use view::{CpuView, GuestView, NodeView};
 
+use crate::arch::Arch;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -85,9 +92,6 @@ pub(crate) const DEFAULT_REMOTE_DISTANCE: u32 = 20;
 
 const MIB: u64 = 1 << 20;
 pub(crate) use crate::process::MAX_HOST_CPUS;
-/// The hugepage sizes `hugepages` may name: x86-64's 2 MiB and 1 GiB.
-pub(crate) const HUGEPAGE_SIZES: [u64; 2] = [2 << 20, 1 << 30];
-
 /// Host nodes a `host_node` may name: QEMU's `host-nodes` takes node ids below 128.
 pub(crate) const MAX_HOST_NODES: u32 = 128;
 
@@ -95,6 +99,7 @@ pub(crate) const MAX_HOST_NODES: u32 = 128;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum InvalidKind {
     Name,
+    Arch,
     Hugepages,
     NameMismatch,
     CpuModel,
@@ -248,6 +253,7 @@ pub struct Topology {
     source_text: String,
     name: String,
     description: String,
+    arch: Arch,
     cpu_model: String,
     sockets: u32,
     threads_per_core: u32,
@@ -269,8 +275,10 @@ struct RawTopology {
     name: String,
     #[serde(default)]
     description: String,
-    #[serde(default = "default_cpu_model")]
-    cpu_model: String,
+    #[serde(default)]
+    arch: Option<String>,
+    #[serde(default)]
+    cpu_model: Option<String>,
     #[serde(default = "default_one")]
     sockets: u32,
     #[serde(default = "default_one")]
@@ -308,10 +316,6 @@ struct RawLlc {
 struct RawPin {
     vcpus: String,
     host: String,
-}
-
-fn default_cpu_model() -> String {
-    "qemu64".to_string()
 }
 
 fn default_one() -> u32 {
@@ -515,6 +519,10 @@ impl Topology {
     pub fn description(&self) -> &str {
         &self.description
     }
+    /// The guest's architecture (`arch`, default x86_64).
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
     /// QEMU's `-cpu` model.
     pub fn cpu_model(&self) -> &str {
         &self.cpu_model
@@ -592,9 +600,10 @@ impl Topology {
 /// A top-level key written after a `[[node]]`/`[[llc]]`/`[[pin]]` header lands inside that table
 /// (TOML's rule), and toml then reports it as unknown there; say why.
 fn syntax_hint(error: &toml::de::Error) -> String {
-    const TOP_LEVEL: [&str; 6] = [
+    const TOP_LEVEL: [&str; 7] = [
         "name",
         "description",
+        "arch",
         "cpu_model",
         "sockets",
         "threads_per_core",
@@ -693,13 +702,28 @@ fn validate(raw: RawTopology, file: PathBuf, text: &str) -> Result<Topology, Top
             ),
         ));
     }
-    if raw.cpu_model.is_empty() || raw.cpu_model.chars().any(char::is_whitespace) {
+    let arch = match &raw.arch {
+        None => Arch::X86_64,
+        Some(text) => Arch::parse(text).ok_or_else(|| {
+            c.err(
+                "arch",
+                K::Arch,
+                format!(
+                    "{text:?} is not an architecture the lab boots: use \"x86_64\" or \"aarch64\""
+                ),
+            )
+        })?,
+    };
+    let cpu_model = raw
+        .cpu_model
+        .clone()
+        .unwrap_or_else(|| arch.default_cpu_model().to_string());
+    if cpu_model.is_empty() || cpu_model.chars().any(char::is_whitespace) {
         return Err(c.err(
             "cpu_model",
             K::CpuModel,
             format!(
-                "{:?} is not a QEMU -cpu name (e.g. \"qemu64\", \"EPYC-v4\")",
-                raw.cpu_model
+                "{cpu_model:?} is not a QEMU -cpu name (e.g. \"qemu64\", \"EPYC-v4\", \"max\")"
             ),
         ));
     }
@@ -790,11 +814,13 @@ fn validate(raw: RawTopology, file: PathBuf, text: &str) -> Result<Topology, Top
         None => None,
         Some(text) => {
             let bytes = parse_size(text).map_err(|m| c.err("hugepages", K::Hugepages, m))?;
-            if !HUGEPAGE_SIZES.contains(&bytes) {
+            if !arch.hugepage_sizes().contains(&bytes) {
                 return Err(c.err(
                     "hugepages",
                     K::Hugepages,
-                    format!("{text:?} is not an x86-64 hugepage size: use \"2M\" or \"1G\""),
+                    format!(
+                        "{text:?} is not a hugepage size of {arch} (4 KiB pages): use \"2M\" or \"1G\""
+                    ),
                 ));
             }
             if let Some(node) = nodes.iter().find(|n| !n.memory_bytes.is_multiple_of(bytes)) {
@@ -991,12 +1017,28 @@ fn validate(raw: RawTopology, file: PathBuf, text: &str) -> Result<Topology, Top
         });
     }
 
-    // One LLC per socket maps 1:1; otherwise every LLC becomes a QEMU socket of equal size.
-    let mapping = if llcs.len() as u32 == raw.sockets {
+    // On aarch64 every LLC is a cluster of its socket. On x86 one LLC per socket maps 1:1;
+    // otherwise every LLC becomes a QEMU socket of equal size.
+    let mapping = if arch == Arch::Aarch64 {
+        Mapping::Clusters
+    } else if llcs.len() as u32 == raw.sockets {
         Mapping::Sockets
     } else {
         Mapping::LlcAsSocket
     };
+    if mapping == Mapping::Clusters {
+        let size0 = llcs[0].cpus.len();
+        if let Some(l) = llcs.iter().find(|l| l.cpus.len() != size0) {
+            return Err(c.err(
+                llc_field(l.id as usize),
+                K::LlcSizesDiffer,
+                format!(
+                    "has {} CPUs but llc[0] has {size0}: on aarch64 each LLC is a cluster of its socket and -smp needs all clusters the same size",
+                    l.cpus.len()
+                ),
+            ));
+        }
+    }
     if mapping == Mapping::LlcAsSocket {
         let size0 = llcs[0].cpus.len();
         if let Some(l) = llcs.iter().find(|l| l.cpus.len() != size0) {
@@ -1151,7 +1193,8 @@ fn validate(raw: RawTopology, file: PathBuf, text: &str) -> Result<Topology, Top
         source_text: text.to_string(),
         name: raw.name,
         description: raw.description,
-        cpu_model: raw.cpu_model,
+        arch,
+        cpu_model,
         sockets: raw.sockets,
         threads_per_core: threads,
         nodes,

@@ -144,10 +144,17 @@ impl Variant {
         Ok(())
     }
 
-    /// Finds or builds the variant's kernel and merges its settings onto the recipe's. Blocking.
-    pub(crate) fn prepare(&self, cache: &Cache, opts: &BuildOptions) -> Result<ReadyKernel> {
+    /// Finds or builds the variant's kernel and merges its settings onto the recipe's, for
+    /// `arch`'s guests when given (a recipe for another is refused before anything is built).
+    /// Blocking.
+    pub(crate) fn prepare(
+        &self,
+        cache: &Cache,
+        opts: &BuildOptions,
+        arch: Option<crate::arch::Arch>,
+    ) -> Result<ReadyKernel> {
         self.validate()?;
-        crate::kernel::prepare(cache, &self.kernel, &self.settings, opts)
+        crate::kernel::prepare(cache, &self.kernel, &self.settings, opts, arch)
             .map_err(|e| e.context(format!("variant {}", self.name)))
     }
 }

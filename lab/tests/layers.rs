@@ -22,10 +22,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "base",
         &[
-            "lib", "error", "agent", "names", "process", "progress", "cache", "stats", "sample",
+            "lib", "error", "arch", "agent", "names", "process", "progress", "cache", "stats",
+            "sample",
         ],
     ),
-    ("supply", &["debian", "toolchain", "slots"]),
+    ("supply", &["debian", "toolchain", "cross", "slots"]),
     (
         "inputs",
         &[

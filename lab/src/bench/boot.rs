@@ -13,8 +13,9 @@ use crate::{BootOptions, Lab};
 /// Boot-to-first-command: the lab (QEMU + QMP + agent hello + one `true` round trip) against a
 /// hand-written QEMU command line with the same kernel, initramfs and topology that only waits
 /// for the agent's ready line on the serial console. Runs alternate (A B A B ...) so drift in
-/// the host's load hits both sides alike.
-pub async fn boot(runs: usize, topology: &str) -> Result<BootBench> {
+/// the host's load hits both sides alike. With `against`, each run also boots the lab on that
+/// topology (another architecture's, say), for the ratio of the two guests' boots.
+pub async fn boot(runs: usize, topology: &str, against: Option<&str>) -> Result<BootBench> {
     if runs == 0 {
         bail!("--runs must be at least 1");
     }
@@ -24,27 +25,38 @@ pub async fn boot(runs: usize, topology: &str) -> Result<BootBench> {
     let spec = lab.spec(opts.clone()).await?;
     let mut lab_times = Vec::new();
     let mut raw_times = Vec::new();
+    let mut against_times = Vec::new();
+    let against_opts = against.map(|t| BootOptions::named("bench-boot").topology(t));
     for run in 0..runs {
-        let start = Instant::now();
-        let vm = lab.boot(opts.clone()).await?;
-        vm.exec(&GuestCommand::new(["true"])).await?;
-        lab_times.push(start.elapsed());
-        drop(vm);
-
+        lab_times.push(lab_boot(&lab, &opts).await?);
         raw_times.push(raw_boot(&lab, &spec).await?);
-        crate::progress::step(format!(
+        let mut line = format!(
             "run {}/{runs}: lab {:.2}s, hand-written {:.2}s",
             run + 1,
             lab_times[run].as_secs_f64(),
             raw_times[run].as_secs_f64()
-        ));
+        );
+        if let (Some(o), Some(name)) = (&against_opts, against) {
+            against_times.push(lab_boot(&lab, o).await?);
+            line += &format!(", lab on {name} {:.2}s", against_times[run].as_secs_f64());
+        }
+        crate::progress::step(line);
     }
     Ok(BootBench {
         topology: topology.to_string(),
-        accel: lab.accel.name().to_string(),
+        accel: lab.accelerator_for(spec.topology.arch()).to_string(),
         lab: lab_times,
         hand_written: raw_times,
+        against: against.map(|t| (t.to_string(), against_times)),
     })
+}
+
+/// One lab boot to the agent's hello and a `true` round trip.
+async fn lab_boot(lab: &Lab, opts: &BootOptions) -> Result<Duration> {
+    let start = Instant::now();
+    let vm = lab.boot(opts.clone()).await?;
+    vm.exec(&GuestCommand::new(["true"])).await?;
+    Ok(start.elapsed())
 }
 
 /// The timings of [`boot`], alternating runs of each side.
@@ -54,6 +66,8 @@ pub struct BootBench {
     pub(crate) accel: String,
     pub(crate) lab: Vec<Duration>,
     pub(crate) hand_written: Vec<Duration>,
+    /// The other topology's lab boots, interleaved with these.
+    pub(crate) against: Option<(String, Vec<Duration>)>,
 }
 
 impl BootBench {
@@ -83,6 +97,21 @@ impl BootBench {
             lmed / rmed,
             (lmed / rmed - 1.0) * 100.0
         );
+        if let Some((other, times)) = &self.against {
+            if let Some(a) = Spread::of_durations(times) {
+                out += &format!(
+                    "{:<22} {:>8.2} {:>8.2} {:>8.2}\n",
+                    format!("lab on {other}"),
+                    a.min,
+                    a.median,
+                    a.max
+                );
+                out += &format!(
+                    "ratio {topology} / {other} (median, lab): {:.3}\n",
+                    lmed / a.median
+                );
+            }
+        }
         out
     }
 }
@@ -90,9 +119,9 @@ impl BootBench {
 /// One boot with a minimal hand-written command line; returns the time to the agent's ready
 /// line on the console.
 async fn raw_boot(lab: &Lab, spec: &crate::vm::VmSpec) -> Result<Duration> {
-    let mut cmdline = crate::vm::base_cmdline();
+    let mut cmdline = crate::vm::base_cmdline(spec.topology.arch());
     cmdline.extend(spec.cmdline.iter().cloned());
-    let mut cmd = super::run::hand_written_qemu(lab, spec, &cmdline.join(" "));
+    let mut cmd = super::run::hand_written_qemu(lab, spec, &cmdline.join(" "))?;
     // The agent needs its port to exist; a null backend is the least a hand-written line can do.
     cmd.args([
         "-device",

@@ -82,7 +82,7 @@ pub(crate) async fn run(lab_exe: &Path, runs: usize, topology: &str) -> Result<R
         build: super::build_profile(),
         lab: Vec::new(),
         hand_written: Vec::new(),
-        hand_written_line: shell_line(&hand_written_command(&lab, &spec)),
+        hand_written_line: shell_line(&hand_written_command(&lab, &spec)?),
     };
     for i in 0..runs {
         let sample = lab_run(lab_exe, topology, scratch.path(), i).await?;
@@ -145,8 +145,8 @@ pub(crate) fn hand_written_cmdline(lab_cmdline: &[String]) -> String {
     words.join(" ")
 }
 
-fn hand_written_command(lab: &Lab, spec: &crate::vm::VmSpec) -> std::process::Command {
-    let mut cmdline = crate::vm::base_cmdline();
+fn hand_written_command(lab: &Lab, spec: &crate::vm::VmSpec) -> Result<std::process::Command> {
+    let mut cmdline = crate::vm::base_cmdline(spec.topology.arch());
     cmdline.extend(spec.cmdline.iter().cloned());
     hand_written_qemu(lab, spec, &hand_written_cmdline(&cmdline))
 }
@@ -158,24 +158,27 @@ pub(super) fn hand_written_qemu(
     lab: &Lab,
     spec: &crate::vm::VmSpec,
     append: &str,
-) -> std::process::Command {
-    let mut cmd = lab.qemu.command();
-    cmd.args(["-nodefaults", "-no-user-config", "-machine", "q35"])
+) -> Result<std::process::Command> {
+    let arch = spec.topology.arch();
+    let topology = spec.topology.qemu_args();
+    let mut cmd = lab.qemu_for(arch)?.command();
+    cmd.args(["-nodefaults", "-no-user-config", "-machine"])
+        .arg(topology.machine_arg(arch))
         .args(spec.accel.qemu_args())
-        .args(spec.topology.qemu_args().args)
+        .args(topology.args)
         .arg("-kernel")
-        .arg(&spec.kernel.bzimage)
+        .arg(&spec.kernel.image)
         .arg("-initrd")
         .arg(&spec.initramfs)
         .arg("-append")
         .arg(append)
         .args(["-display", "none", "-no-reboot", "-serial", "stdio"]);
-    cmd
+    Ok(cmd)
 }
 
 /// One hand-written boot: spawn to QEMU's exit after the guest powered off.
 async fn hand_written_run(lab: &Lab, spec: &crate::vm::VmSpec) -> Result<Duration> {
-    let mut cmd = hand_written_command(lab, spec);
+    let mut cmd = hand_written_command(lab, spec)?;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());

@@ -16,14 +16,17 @@ use object::read::elf::{ElfFile, FileHeader, ProgramHeader};
 /// Where a program is looked for in its package.
 pub(super) const PROGRAM_DIRS: [&str; 4] = ["usr/bin", "usr/sbin", "bin", "sbin"];
 
-/// Where Debian's x86_64 loader looks for a library no RPATH/RUNPATH names, without an
+/// Where Debian's loader for `arch` looks for a library no RPATH/RUNPATH names, without an
 /// `ld.so.cache` (the image has none): its system search path, as `ld.so --help` prints it.
-pub(super) const LIBRARY_DIRS: [&str; 4] = [
-    "lib/x86_64-linux-gnu",
-    "usr/lib/x86_64-linux-gnu",
-    "lib",
-    "usr/lib",
-];
+pub(super) fn library_dirs(arch: crate::arch::Arch) -> [String; 4] {
+    let t = arch.triplet();
+    [
+        format!("lib/{t}"),
+        format!("usr/lib/{t}"),
+        "lib".to_string(),
+        "usr/lib".to_string(),
+    ]
+}
 
 /// What the walk needs of one ELF file.
 #[derive(Debug, Clone)]
@@ -218,6 +221,7 @@ fn parsed<'a>(tree: &Path, real: &str, cache: &'a mut Parsed) -> Result<Option<&
 /// symlinks along them are for [`install`] to recreate.
 pub(super) fn closure(
     image: &str,
+    arch: crate::arch::Arch,
     tree: &Path,
     package_dirs: &BTreeMap<String, PathBuf>,
     programs: &BTreeMap<String, Vec<String>>,
@@ -240,7 +244,7 @@ pub(super) fn closure(
                     )
                 })?;
             let what = format!("{name} (package {package})");
-            walk(image, tree, &what, &rel, &mut files, &mut cache)?;
+            walk(image, arch, tree, &what, &rel, &mut files, &mut cache)?;
         }
     }
     Ok(files)
@@ -249,6 +253,7 @@ pub(super) fn closure(
 /// Adds one program, its loader and its library closure to `files`, breadth-first like ld.so.
 fn walk(
     image: &str,
+    arch: crate::arch::Arch,
     tree: &Path,
     what: &str,
     rel: &str,
@@ -304,7 +309,7 @@ fn walk(
             if let Some(runpath) = &object.info.runpath {
                 dirs.extend(runpath.iter().map(|d| expand(d, origin)));
             }
-            dirs.extend(LIBRARY_DIRS.iter().map(|d| d.to_string()));
+            dirs.extend(library_dirs(arch));
             let candidates: Vec<String> = if soname.contains('/') {
                 vec![soname.trim_start_matches('/').to_string()]
             } else {
@@ -517,6 +522,7 @@ mod tests {
         let f = fixture();
         let files = closure(
             "sched",
+            crate::arch::Arch::X86_64,
             &f.tree,
             &f.packages,
             &programs(&[("numactl", &["numactl"])]),
@@ -570,6 +576,7 @@ mod tests {
         let f = fixture();
         let err = closure(
             "sched",
+            crate::arch::Arch::X86_64,
             &f.tree,
             &f.packages,
             &programs(&[("numactl", &["numactl", "numastat"])]),
@@ -584,6 +591,7 @@ mod tests {
         // In the closure's tree, but not in the package the recipe names.
         let err = closure(
             "sched",
+            crate::arch::Arch::X86_64,
             &f.tree,
             &f.packages,
             &programs(&[("libnuma1", &["numactl"])]),
@@ -601,6 +609,7 @@ mod tests {
         let f = fixture();
         let err = closure(
             "storage",
+            crate::arch::Arch::X86_64,
             &f.tree,
             &f.packages,
             &programs(&[("hole", &["lonely"])]),
@@ -616,6 +625,7 @@ mod tests {
         );
         let err = closure(
             "storage",
+            crate::arch::Arch::X86_64,
             &f.tree,
             &f.packages,
             &programs(&[("hole", &["holey"])]),
@@ -637,6 +647,7 @@ mod tests {
         fs::remove_file(f.tree.join("usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")).unwrap();
         let err = closure(
             "sched",
+            crate::arch::Arch::X86_64,
             &f.tree,
             &f.packages,
             &programs(&[("numactl", &["numactl"])]),

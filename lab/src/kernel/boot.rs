@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::build::{build_recipe, BuildOptions, BuiltKernel};
 use super::recipe::{load as load_recipe, BootSettings};
+use crate::arch::Arch;
 use crate::cache::{hash_parts, Cache};
 use crate::debian::{self, Archive};
 
@@ -24,8 +25,11 @@ pub struct BootKernel {
     pub name: String,
     /// `uname -r` of the image.
     pub release: String,
-    /// The kernel image.
-    pub bzimage: PathBuf,
+    /// The architecture it runs on.
+    #[serde(default)]
+    pub arch: Arch,
+    /// The kernel image (`bzImage`, arm64's `Image`, Debian's `vmlinuz`).
+    pub image: PathBuf,
     /// `lib/modules/<release>` of this kernel, copied into the guest image.
     pub(crate) modules: Option<PathBuf>,
     /// Identity for manifests (package + version + sha256, or recipe and cache key).
@@ -38,7 +42,8 @@ impl BootKernel {
         BootKernel {
             name: built.manifest.recipe.clone(),
             release: built.manifest.release.clone(),
-            bzimage: built.bzimage(),
+            arch: built.manifest.arch,
+            image: built.image(),
             modules: Some(built.modules_dir()),
             identity: format!(
                 "recipe {} key {}",
@@ -59,21 +64,27 @@ pub struct ReadyKernel {
 }
 
 /// Finds or builds kernel `name` (a recipe, or [`DEBIAN`]) and merges `extra` onto its recipe's
-/// boot settings. Blocking: a cold build takes minutes.
+/// boot settings. Blocking: a cold build takes minutes. With `arch`, the kernel must be for it
+/// (checked before anything is built; [`DEBIAN`] is that architecture's package); without,
+/// a recipe builds for its own and [`DEBIAN`] is the host's.
 pub(crate) fn prepare(
     cache: &Cache,
     name: &str,
     extra: &BootSettings,
     opts: &BuildOptions,
+    arch: Option<Arch>,
 ) -> Result<ReadyKernel> {
     extra.validate(&format!("kernel {name}"))?;
     if name == DEBIAN {
         return Ok(ReadyKernel {
-            kernel: debian_kernel(cache)?,
+            kernel: debian_kernel(cache, arch.unwrap_or_else(Arch::host))?,
             settings: extra.clone(),
         });
     }
     let recipe = load_recipe(&opts.dirs, name)?;
+    if let Some(arch) = arch {
+        check_arch(&recipe, &opts.dirs, arch)?;
+    }
     let built =
         build_recipe(cache, &recipe, opts).with_context(|| format!("building kernel {name}"))?;
     Ok(ReadyKernel {
@@ -82,23 +93,68 @@ pub(crate) fn prepare(
     })
 }
 
+/// Refuses a recipe for another architecture than `arch`, naming the recipe's file and the
+/// recipes that would do.
+pub(crate) fn check_arch(
+    recipe: &super::Recipe,
+    dirs: &super::RecipeDirs,
+    arch: Arch,
+) -> Result<()> {
+    if recipe.arch == arch {
+        return Ok(());
+    }
+    let fitting: Vec<String> = super::recipe_names(dirs)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| load_recipe(dirs, n).is_ok_and(|r| r.arch == arch))
+        .collect();
+    Err(crate::error::bad_input(
+        dirs.recipes.join(format!("{}.toml", recipe.name)),
+        "arch",
+        format!(
+            "kernel {} builds for {}, but the guest is {arch}: boot a {arch} kernel ({}) or a {} topology",
+            recipe.name,
+            recipe.arch,
+            if fitting.is_empty() {
+                "no recipe builds one".to_string()
+            } else {
+                fitting.join(", ")
+            },
+            recipe.arch
+        ),
+    ))
+}
+
+/// The architecture kernel `name` is for: its recipe's; `None` for [`DEBIAN`], which exists
+/// for every architecture. Loads the recipe only; builds nothing.
+pub(crate) fn arch_of(name: &str, dirs: &super::RecipeDirs) -> Result<Option<Arch>> {
+    if name == DEBIAN {
+        return Ok(None);
+    }
+    Ok(Some(load_recipe(dirs, name)?.arch))
+}
+
 /// [`prepare`] with no extra settings and the default build options.
-pub(crate) fn resolve(cache: &Cache, name: &str) -> Result<BootKernel> {
+pub(crate) fn resolve(cache: &Cache, name: &str, arch: Option<Arch>) -> Result<BootKernel> {
     Ok(prepare(
         cache,
         name,
         &BootSettings::default(),
         &BuildOptions::default(),
+        arch,
     )?
     .kernel)
 }
 
-/// The lab's default kernel: `LAB_DEFAULT_KERNEL` (a recipe name or `debian`), else the
-/// [`super::DEFAULT_RECIPE`] recipe, built on first use.
-pub(crate) fn default_kernel(cache: &Cache) -> Result<BootKernel> {
-    let name =
-        std::env::var("LAB_DEFAULT_KERNEL").unwrap_or_else(|_| super::DEFAULT_RECIPE.to_string());
-    resolve(cache, &name).with_context(|| format!("preparing the default kernel {name}"))
+/// The lab's default kernel for `arch`'s guests: on x86_64 `LAB_DEFAULT_KERNEL` (a recipe name
+/// or `debian`), else [`super::default_recipe`], built on first use.
+pub(crate) fn default_kernel(cache: &Cache, arch: Arch) -> Result<BootKernel> {
+    let name = match std::env::var("LAB_DEFAULT_KERNEL") {
+        Ok(name) if arch == Arch::X86_64 => name,
+        _ => super::default_recipe(arch).to_string(),
+    };
+    resolve(cache, &name, Some(arch))
+        .with_context(|| format!("preparing the default {arch} kernel {name}"))
 }
 
 /// The guest-side shell commands that apply `settings` before the workload (scheduler features
@@ -121,22 +177,29 @@ pub(crate) fn apply_script(settings: &BootSettings) -> Result<String> {
     Ok(script)
 }
 
-/// The prebuilt Debian 6.12 kernel (trixie's `linux-image-amd64` target), unpacked into the
-/// cache. It has `ioatdma` but neither `ptdma` nor `dmatest`; recipe kernels have all three.
-fn debian_kernel(cache: &Cache) -> Result<BootKernel> {
-    let archive = Archive::open(cache)?;
+/// The prebuilt Debian 6.12 kernel (trixie's `linux-image-amd64` target, `linux-image-arm64`
+/// for aarch64 guests), unpacked into the cache. On x86 it has `ioatdma` but neither `ptdma`
+/// nor `dmatest`; recipe kernels have all three.
+fn debian_kernel(cache: &Cache, arch: Arch) -> Result<BootKernel> {
+    let archive = Archive::open_for(cache, &[arch.debian()])?;
+    let package = arch.debian_kernel_package();
+    let bundle_name = match arch {
+        // The x86 bundle keeps the name it had before other architectures.
+        Arch::X86_64 => "kernel-debian-6.12".to_string(),
+        _ => format!("kernel-debian-6.12-{}", arch.debian()),
+    };
     let bundle = debian::resolve_bundle(
         &archive,
         &debian::LockFile::default_path(),
-        "kernel-debian-6.12",
-        &["linux-image-amd64"],
+        &bundle_name,
+        &[package],
         Some("trixie"),
         Some("linux-image-6."),
     )?;
     let image = bundle
         .packages
         .first()
-        .context("linux-image-amd64 resolved to no kernel image")?
+        .with_context(|| format!("{package} resolved to no kernel image"))?
         .clone();
     let key = hash_parts(&[("deb", image.sha256.as_bytes())])[..16].to_string();
     let entry = cache.get_or_build("debian-kernels", &key, |dir| {
@@ -188,7 +251,8 @@ fn debian_kernel(cache: &Cache) -> Result<BootKernel> {
     Ok(BootKernel {
         name: format!("debian-{}", image.version),
         release,
-        bzimage: vmlinuz,
+        arch,
+        image: vmlinuz,
         modules,
         identity: format!("{}={} sha256:{}", image.name, image.version, image.sha256),
     })

@@ -1,7 +1,8 @@
 //! Building a recipe into the cache, listing and collecting entries.
 //!
 //! Entry layout (`<cache>/kernels/<key>/`):
-//! - `bzImage`, `config` (the final `.config`), `manifest.json`, `build.log`
+//! - the kernel image (`bzImage` on x86_64, `Image` on aarch64), `config` (the final
+//!   `.config`), `manifest.json`, `build.log`
 //! - `modules/lib/modules/<release>/` (stripped, with `modules.dep`; copy `modules/` into an
 //!   initramfs root and busybox `modprobe` works)
 //! - `tree/` (optional, kept by default): the patched source with its object tree in `tree/obj`,
@@ -113,6 +114,9 @@ pub(crate) struct Manifest {
     pub config_fragments: Vec<FragmentRef>,
     pub defconfig: String,
     pub kconfig_targets: Vec<String>,
+    /// The architecture it was built for (entries from before architectures: x86_64).
+    #[serde(default)]
+    pub arch: crate::arch::Arch,
     pub toolchain: String,
     /// The recipe's boot-time settings (not part of the key).
     pub boot: BootSettings,
@@ -151,8 +155,8 @@ impl BuiltKernel {
             manifest,
         })
     }
-    pub(crate) fn bzimage(&self) -> PathBuf {
-        self.dir.join("bzImage")
+    pub(crate) fn image(&self) -> PathBuf {
+        self.dir.join(self.manifest.arch.kernel_image_target())
     }
     /// Root to copy into an initramfs: it holds `lib/modules/<release>`.
     pub(crate) fn modules_root(&self) -> PathBuf {
@@ -177,8 +181,19 @@ impl BuiltKernel {
     }
 }
 
-/// The compiler and linker that build kernels, as a string hashed into keys.
-pub(crate) fn toolchain_id() -> Result<String> {
+/// The compiler and linker that build kernels for `arch`, as a string hashed into keys: the
+/// host's for its own architecture, the pinned cross toolchain's versions for another
+/// (known from the lock without unpacking it).
+pub(crate) fn toolchain_id(cache: &Cache, arch: crate::arch::Arch) -> Result<String> {
+    if arch == crate::arch::Arch::host() {
+        host_toolchain_id()
+    } else {
+        crate::cross::CrossToolchain::identity(cache, arch)
+    }
+}
+
+/// The host's `gcc` and `ld`.
+fn host_toolchain_id() -> Result<String> {
     static ID: OnceLock<Result<String, String>> = OnceLock::new();
     ID.get_or_init(|| {
         let first_line = |prog: &str| -> Result<String, String> {
@@ -209,6 +224,10 @@ pub(crate) fn cache_key(recipe: &Recipe, source: &ResolvedSource, toolchain: &st
         ),
         ("toolchain".into(), toolchain.as_bytes().to_vec()),
     ];
+    // x86_64 keys stay what they were before architectures existed.
+    if recipe.arch != crate::arch::Arch::X86_64 {
+        parts.push(("arch".into(), recipe.arch.name().into()));
+    }
     for f in &recipe.config {
         parts.push((
             "config".into(),
@@ -260,7 +279,7 @@ pub(crate) fn cached(
     recipe: &Recipe,
     opts: &BuildOptions,
 ) -> Result<Option<BuiltKernel>> {
-    let toolchain = toolchain_id()?;
+    let toolchain = toolchain_id(cache, recipe.arch)?;
     let mut resolver = SourceResolver::new(cache, opts.lock_path.clone());
     let offline = resolver.resolve_offline(&recipe.source)?;
     let key = cache_key(recipe, &offline, &toolchain);
@@ -276,7 +295,7 @@ pub(crate) fn build_recipe(
     recipe: &Recipe,
     opts: &BuildOptions,
 ) -> Result<BuiltKernel> {
-    let toolchain = toolchain_id()?;
+    let mut toolchain = toolchain_id(cache, recipe.arch)?;
     let mut resolver = SourceResolver::new(cache, opts.lock_path.clone());
     // The lock file's pin is enough to find a cached build without asking the archive.
     let offline = resolver.resolve_offline(&recipe.source)?;
@@ -284,6 +303,15 @@ pub(crate) fn build_recipe(
     if let Some(dir) = cache.lookup(KIND, &key) {
         return BuiltKernel::open(&dir);
     }
+    // A cross toolchain is unpacked only for a build; the key is then that of what it resolved
+    // to (another version when the locked one left the archive).
+    let cross = if recipe.arch == crate::arch::Arch::host() {
+        None
+    } else {
+        let provisioned = crate::cross::CrossToolchain::provision(cache, recipe.arch)?;
+        toolchain = provisioned.id.clone();
+        Some(provisioned)
+    };
     let source = if offline.verified {
         offline
     } else {
@@ -316,6 +344,7 @@ pub(crate) fn build_recipe(
             key: &key,
             toolchain: &toolchain,
             opts,
+            cross: cross.as_ref(),
             tmp,
             log: File::create(&log_path)?,
             resolver: &mut resolver,
@@ -348,6 +377,8 @@ struct Builder<'a, 'r> {
     key: &'a str,
     toolchain: &'a str,
     opts: &'a BuildOptions,
+    /// The cross toolchain of a recipe for another architecture than the host's.
+    cross: Option<&'a crate::cross::CrossToolchain>,
     tmp: &'a Path,
     log: File,
     resolver: &'a mut SourceResolver<'r>,
@@ -398,7 +429,8 @@ impl Builder<'_, '_> {
             }
         };
         self.configure(&tree, config_as_base)?;
-        let steps = self.make(&tree, &["bzImage", "modules"], "building")?;
+        let image_target = self.recipe.arch.kernel_image_target();
+        let steps = self.make(&tree, &[image_target, "modules"], "building")?;
         self.install(&tree)?;
         let release = fs::read_to_string(tree.join("obj/include/config/kernel.release"))
             .context("reading kernel.release")?
@@ -420,6 +452,7 @@ impl Builder<'_, '_> {
             config_fragments: self.recipe.config.clone(),
             defconfig: self.recipe.defconfig.clone(),
             kconfig_targets: self.recipe.kconfig_targets.clone(),
+            arch: self.recipe.arch,
             toolchain: self.toolchain.to_string(),
             boot: self.recipe.boot.clone(),
             build: BuildInfo {
@@ -599,6 +632,10 @@ impl Builder<'_, '_> {
             .env_remove("ARCH")
             .env_remove("CROSS_COMPILE")
             .env_remove("MAKEFLAGS");
+        if let Some(cross) = self.cross {
+            cmd.arg(format!("ARCH={}", self.recipe.arch.kernel_arch()))
+                .arg(format!("CROSS_COMPILE={}", cross.cross_compile()));
+        }
         writeln!(
             self.log,
             "$ make O=obj {}    [at {:.1} s]",
@@ -691,11 +728,12 @@ impl Builder<'_, '_> {
                 }
             }
         }
+        let arch = self.recipe.arch;
         fs::copy(
-            tree.join("obj/arch/x86/boot/bzImage"),
-            self.tmp.join("bzImage"),
+            tree.join("obj").join(arch.kernel_image_path()),
+            self.tmp.join(arch.kernel_image_target()),
         )
-        .context("copying bzImage")?;
+        .with_context(|| format!("copying {}", arch.kernel_image_target()))?;
         fs::copy(tree.join("obj/.config"), self.tmp.join("config"))?;
         Ok(())
     }
@@ -892,11 +930,11 @@ pub(crate) fn list(cache: &Cache) -> Result<Vec<CachedKernel>> {
 
 /// The key each recipe in `opts.dirs` currently maps to (sources resolved from the lock file).
 pub(crate) fn current_keys(cache: &Cache, opts: &BuildOptions) -> Result<Vec<(String, String)>> {
-    let toolchain = toolchain_id()?;
     let mut resolver = SourceResolver::new(cache, opts.lock_path.clone());
     let mut out = Vec::new();
     for name in recipe::recipe_names(&opts.dirs)? {
         let recipe = recipe::load(&opts.dirs, &name)?;
+        let toolchain = toolchain_id(cache, recipe.arch)?;
         let source = resolver.resolve_offline(&recipe.source)?;
         out.push((name, cache_key(&recipe, &source, &toolchain)));
     }

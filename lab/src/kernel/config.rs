@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::arch::Arch;
+
 /// One requested setting: `CONFIG_X=value` or `# CONFIG_X is not set` (value `n`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Setting {
@@ -34,6 +36,8 @@ pub(crate) struct ConfigMismatch {
 pub(crate) struct Need {
     /// Who needs it (the lab module, device kind or test), for messages.
     pub who: &'static str,
+    /// The architecture it applies to; `None`: every one.
+    pub arch: Option<Arch>,
     /// `(symbol without CONFIG_, value)`: `y`, or `m` for what the lab loads with modprobe.
     pub symbols: &'static [(&'static str, &'static str)],
 }
@@ -49,6 +53,7 @@ pub(crate) struct Need {
 /// file itself.
 pub(crate) const LAB_NEEDS: &[Need] = &[
     Need {
+        arch: None,
         who: "the agent as PID 1 (lab/agent: mounts, pipes, threads, busybox)",
         symbols: &[
             ("BLK_DEV_INITRD", "y"),
@@ -66,6 +71,7 @@ pub(crate) const LAB_NEEDS: &[Need] = &[
         ],
     },
     Need {
+        arch: None,
         who: "the agent's channel (virtio-serial port lab.agent, lab::vm)",
         symbols: &[
             ("PCI", "y"),
@@ -74,6 +80,7 @@ pub(crate) const LAB_NEEDS: &[Need] = &[
         ],
     },
     Need {
+        arch: Some(Arch::X86_64),
         who: "the serial console (console=ttyS0, panic detection in lab::vm)",
         symbols: &[
             ("PRINTK", "y"),
@@ -82,10 +89,46 @@ pub(crate) const LAB_NEEDS: &[Need] = &[
         ],
     },
     Need {
+        arch: Some(Arch::X86_64),
         who: "guest power-off (lab bench boot's hand-written QEMU line ends with poweroff -f)",
         symbols: &[("ACPI", "y"), ("ACPI_SYSTEM_POWER_STATES_SUPPORT", "y")],
     },
     Need {
+        arch: Some(Arch::Aarch64),
+        who: "the serial console (console=ttyAMA0, panic detection in lab::vm)",
+        symbols: &[
+            ("PRINTK", "y"),
+            ("SERIAL_AMBA_PL011", "y"),
+            ("SERIAL_AMBA_PL011_CONSOLE", "y"),
+        ],
+    },
+    Need {
+        arch: Some(Arch::Aarch64),
+        who: "guest power-off through PSCI (lab bench boot's hand-written QEMU line ends with poweroff -f)",
+        symbols: &[("ARM_PSCI_FW", "y")],
+    },
+    Need {
+        arch: Some(Arch::Aarch64),
+        who: "PCIe MSI-X on QEMU virt (the generic host bridge, the GICv3 and its ITS)",
+        symbols: &[
+            ("PCI_HOST_GENERIC", "y"),
+            ("ARM_GIC_V3", "y"),
+            ("ARM_GIC_V3_ITS", "y"),
+        ],
+    },
+    Need {
+        arch: Some(Arch::Aarch64),
+        who: "topologies on aarch64 (NUMA nodes and distances from the device tree, cluster, LLC and SMT domains)",
+        symbols: &[
+            ("NUMA", "y"),
+            ("OF_NUMA", "y"),
+            ("SCHED_MC", "y"),
+            ("SCHED_CLUSTER", "y"),
+            ("SCHED_SMT", "y"),
+        ],
+    },
+    Need {
+        arch: Some(Arch::X86_64),
         who: "topologies (tests/topology.rs: NUMA nodes and distances from ACPI SRAT/SLIT, LLC and SMT domains)",
         symbols: &[
             ("SMP", "y"),
@@ -96,6 +139,7 @@ pub(crate) const LAB_NEEDS: &[Need] = &[
         ],
     },
     Need {
+        arch: Some(Arch::X86_64),
         who: "devices::lab_dma (ioatdma, ptdma and dmatest, loaded with modprobe)",
         symbols: &[
             ("PCI_MSI", "y"),
@@ -109,22 +153,27 @@ pub(crate) const LAB_NEEDS: &[Need] = &[
         ],
     },
     Need {
+        arch: None,
         who: "devices::Nvme (QEMU's nvme controller)",
         symbols: &[("BLOCK", "y"), ("BLK_DEV_NVME", "y")],
     },
     Need {
+        arch: None,
         who: "devices::Nic (virtio-net-pci)",
         symbols: &[("NET", "y"), ("INET", "y"), ("VIRTIO_NET", "y")],
     },
     Need {
+        arch: None,
         who: "IRQ pinning (lab::devices: /proc/irq/N/smp_affinity_list, effective_affinity_list)",
         symbols: &[("GENERIC_IRQ_EFFECTIVE_AFF_MASK", "y")],
     },
     Need {
+        arch: None,
         who: "tests/dma_engines.rs (busybox devmem on a device's BAR)",
         symbols: &[("DEVMEM", "y")],
     },
     Need {
+        arch: None,
         who: "lab::observe (tracefs: sched_switch, sched_waking, sched_wakeup, sched_migrate_task, irq_handler_entry)",
         symbols: &[
             ("FTRACE", "y"),
@@ -134,6 +183,7 @@ pub(crate) const LAB_NEEDS: &[Need] = &[
         ],
     },
     Need {
+        arch: None,
         who: "scheduler settings (lab::kernel::boot: debugfs features, /proc/sys sysctls)",
         symbols: &[
             ("DEBUG_FS", "y"),
@@ -144,13 +194,26 @@ pub(crate) const LAB_NEEDS: &[Need] = &[
     },
 ];
 
-/// Every [`LAB_NEEDS`] symbol that `dot_config` does not have at the needed value, with who
-/// needs it: `(who, CONFIG_SYMBOL, wanted, got)`.
+/// The architecture a `.config` is for (`CONFIG_ARM64=y`, else x86_64).
+pub(crate) fn arch_of(dot_config: &HashMap<String, String>) -> Arch {
+    if dot_config.get("CONFIG_ARM64").is_some_and(|v| v == "y") {
+        Arch::Aarch64
+    } else {
+        Arch::X86_64
+    }
+}
+
+/// Every [`LAB_NEEDS`] symbol of the config's architecture that `dot_config` does not have at
+/// the needed value, with who needs it: `(who, CONFIG_SYMBOL, wanted, got)`.
 pub(crate) fn unmet_needs(
     dot_config: &HashMap<String, String>,
 ) -> Vec<(&'static str, String, &'static str, String)> {
+    let arch = arch_of(dot_config);
     let mut out = Vec::new();
-    for need in LAB_NEEDS {
+    for need in LAB_NEEDS
+        .iter()
+        .filter(|n| n.arch.is_none_or(|a| a == arch))
+    {
         for (sym, wanted) in need.symbols {
             let symbol = format!("CONFIG_{sym}");
             let got = dot_config
@@ -352,20 +415,28 @@ mod tests {
     #[test]
     fn the_default_recipe_asks_for_every_lab_need() {
         let dirs = crate::kernel::RecipeDirs::at(crate::repo_path("images/kernels"));
-        let recipe = crate::kernel::load_recipe(&dirs, crate::kernel::DEFAULT_RECIPE).unwrap();
-        let mut requested = HashMap::new();
-        for f in &recipe.config {
-            let text = std::fs::read_to_string(&f.path).unwrap();
-            for s in parse_fragment(&f.name, &text).unwrap() {
-                requested.insert(s.symbol, s.value);
+        for arch in Arch::ALL {
+            let name = crate::kernel::default_recipe(arch);
+            let recipe = crate::kernel::load_recipe(&dirs, name).unwrap();
+            assert_eq!(recipe.arch, arch, "{name}");
+            let mut requested = HashMap::new();
+            // What the architecture's Kconfig sets by itself.
+            if arch == Arch::Aarch64 {
+                requested.insert("CONFIG_ARM64".to_string(), "y".to_string());
             }
+            for f in &recipe.config {
+                let text = std::fs::read_to_string(&f.path).unwrap();
+                for s in parse_fragment(&f.name, &text).unwrap() {
+                    requested.insert(s.symbol, s.value);
+                }
+            }
+            let unmet = unmet_needs(&requested);
+            assert!(
+                unmet.is_empty(),
+                "{} does not ask for: {unmet:#?}",
+                recipe.name
+            );
         }
-        let unmet = unmet_needs(&requested);
-        assert!(
-            unmet.is_empty(),
-            "{} does not ask for: {unmet:#?}",
-            recipe.name
-        );
     }
 
     #[test]
@@ -377,6 +448,15 @@ mod tests {
             }
         }
         assert!(unmet_needs(&dot).is_empty());
+        // An arm64 config is held to arm64's needs: the console is the PL011, not the 8250.
+        let mut arm = dot.clone();
+        arm.insert("CONFIG_ARM64".into(), "y".into());
+        arm.remove("CONFIG_SERIAL_8250");
+        assert!(unmet_needs(&arm).is_empty());
+        arm.remove("CONFIG_SERIAL_AMBA_PL011_CONSOLE");
+        let unmet = unmet_needs(&arm);
+        assert_eq!(unmet.len(), 1, "{unmet:?}");
+        assert!(unmet[0].0.contains("ttyAMA0"), "{unmet:?}");
         dot.insert("CONFIG_INTEL_IOATDMA".into(), "y".into());
         dot.remove("CONFIG_VIRTIO_CONSOLE");
         let unmet = unmet_needs(&dot);

@@ -4,6 +4,8 @@
 //! ref, or a local tarball with its checksum), an ordered list of patches, config fragments and
 //! boot-time settings. A recipe with `base = "<other recipe>"` inherits all of that and adds its
 //! own patches and fragments; it is built from the base's cached object tree when that exists.
+//! `arch = "arm64"` builds for aarch64 guests with the lab's pinned cross toolchain (`crate::cross`);
+//! without it a recipe builds for x86_64 with the host's compiler, and a `base` fixes it.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -147,6 +149,8 @@ struct RecipeFile {
     #[serde(default)]
     description: Option<String>,
     #[serde(default)]
+    arch: Option<String>,
+    #[serde(default)]
     base: Option<String>,
     #[serde(default)]
     source: Option<SourceSpec>,
@@ -185,6 +189,8 @@ pub(crate) struct FragmentRef {
 pub(crate) struct Recipe {
     pub name: String,
     pub description: String,
+    /// The architecture it builds for (`arch`, default x86_64; a base's is inherited).
+    pub arch: crate::arch::Arch,
     /// The recipe this one extends, if any (its cached object tree makes this one cheap).
     pub base: Option<Box<Recipe>>,
     pub source: Source,
@@ -264,6 +270,28 @@ fn load_chain(dirs: &RecipeDirs, name: &str, seen: &mut Vec<String>) -> Result<R
         None => None,
     };
 
+    let arch = match (&raw.arch, &base) {
+        (None, None) => crate::arch::Arch::X86_64,
+        (None, Some(b)) => b.arch,
+        (Some(text), base) => {
+            let arch = crate::arch::Arch::parse(text).ok_or_else(|| {
+                bad(
+                    "arch",
+                    format!("{text:?} is not an architecture the lab builds: use \"x86_64\" or \"arm64\""),
+                )
+            })?;
+            if let Some(b) = base.as_ref().filter(|b| b.arch != arch) {
+                return Err(bad(
+                    "arch",
+                    format!(
+                        "is {arch} but its base {} builds for {}: a variant builds from its base's object tree, so it keeps the base's architecture",
+                        b.name, b.arch
+                    ),
+                ));
+            }
+            arch
+        }
+    };
     let source = match (&raw.source, &base) {
         (Some(_), Some(_)) => {
             return Err(bad(
@@ -284,12 +312,12 @@ fn load_chain(dirs: &RecipeDirs, name: &str, seen: &mut Vec<String>) -> Result<R
     let defconfig = match (&raw.defconfig, &base) {
         (Some(d), _) => d.clone(),
         (None, Some(b)) => b.defconfig.clone(),
-        (None, None) => "x86_64_defconfig".to_string(),
+        (None, None) => arch.default_defconfig().to_string(),
     };
     let kconfig_targets = match (&raw.kconfig_targets, &base) {
         (Some(t), _) => t.clone(),
         (None, Some(b)) => b.kconfig_targets.clone(),
-        (None, None) => vec!["kvm_guest.config".to_string()],
+        (None, None) => arch.default_kconfig_targets(),
     };
     for (field, value) in std::iter::once(("defconfig", &defconfig))
         .chain(kconfig_targets.iter().map(|t| ("kconfig_targets", t)))
@@ -337,6 +365,7 @@ fn load_chain(dirs: &RecipeDirs, name: &str, seen: &mut Vec<String>) -> Result<R
     Ok(Recipe {
         name: name.to_string(),
         description: raw.description.unwrap_or_default(),
+        arch,
         base,
         source,
         defconfig,

@@ -183,9 +183,9 @@ fn base_then_variant_builds_incrementally_with_distinct_identity() {
     assert_eq!(variant.manifest.boot.cmdline, ["nokaslr"]);
     assert_eq!(variant.manifest.boot.sched_features, ["NO_RUN_TO_PARITY"]);
 
-    let image = fs::read_to_string(variant.bzimage()).unwrap();
+    let image = fs::read_to_string(variant.image()).unwrap();
     assert!(image.contains("if (idle(this))") && image.contains(&variant.manifest.release));
-    let base_image = fs::read_to_string(base.bzimage()).unwrap();
+    let base_image = fs::read_to_string(base.image()).unwrap();
     assert!(
         base_image.contains("share_cache"),
         "the variant's patch leaked into the base"
@@ -384,7 +384,7 @@ fn a_variant_adds_boot_settings_to_its_kernel_without_a_rebuild() {
     }
     let f = Fixture::new();
     let plain = Variant::kernel("base+good")
-        .prepare(&f.cache, &f.opts)
+        .prepare(&f.cache, &f.opts, None)
         .unwrap();
     let v = Variant::kernel("base+good")
         .with_sched_feature("NO_DELAY_DEQUEUE")
@@ -393,9 +393,9 @@ fn a_variant_adds_boot_settings_to_its_kernel_without_a_rebuild() {
         v.name,
         "base+good@feature=NO_DELAY_DEQUEUE@sysctl=kernel.sched_autogroup_enabled=0"
     );
-    let ready = v.prepare(&f.cache, &f.opts).unwrap();
+    let ready = v.prepare(&f.cache, &f.opts, None).unwrap();
     // Same kernel build: boot settings are not part of the key.
-    assert_eq!(ready.kernel.bzimage, plain.kernel.bzimage);
+    assert_eq!(ready.kernel.image, plain.kernel.image);
     assert_eq!(f.compiles(), 2);
     assert_eq!(ready.settings.cmdline, ["nokaslr"]);
     assert_eq!(
@@ -406,7 +406,7 @@ fn a_variant_adds_boot_settings_to_its_kernel_without_a_rebuild() {
     assert!(script.contains("echo NO_DELAY_DEQUEUE > /sys/kernel/debug/sched/features"));
     assert!(script.contains("echo '0' > /proc/sys/kernel/sched_autogroup_enabled"));
     let wrong = Variant::kernel("no-such-kernel");
-    let err = format!("{:#}", wrong.prepare(&f.cache, &f.opts).unwrap_err());
+    let err = format!("{:#}", wrong.prepare(&f.cache, &f.opts, None).unwrap_err());
     assert!(err.contains("no-such-kernel"), "{err}");
 }
 
@@ -441,12 +441,12 @@ fn gc_removes_entries_no_recipe_maps_to_and_can_drop_trees() {
     let left = kernel::list(&f.cache).unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].key, base.manifest.key);
-    assert!(!left[0].has_tree && base.bzimage().is_file());
+    assert!(!left[0].has_tree && base.image().is_file());
     assert!(kernel::list_table(&f.cache).unwrap().contains("base"));
     // Without the base's tree the variant builds cold, and still correctly.
     let new = kernel::build(&f.cache, "base+good", &f.opts).unwrap();
     assert_eq!(new.manifest.build.incremental_from, None);
-    assert!(fs::read_to_string(new.bzimage())
+    assert!(fs::read_to_string(new.image())
         .unwrap()
         .contains("if (idle(this))"));
     let all = kernel::gc_unused(&f.cache, &f.opts, true, false, false).unwrap();
@@ -622,7 +622,7 @@ fn real_builds_of_shipped_recipes() {
             recipe.base.is_some(),
             "a recipe with a base builds from the base's tree"
         );
-        assert!(k.bzimage().is_file());
+        assert!(k.image().is_file());
         let dep = fs::read_to_string(k.modules_dir().join("modules.dep")).unwrap();
         for m in ["ioatdma.ko", "ptdma.ko", "dmatest.ko"] {
             assert!(

@@ -15,6 +15,9 @@ pub(crate) enum Mapping {
     /// Intel-vendor models abort with `dies=` > 1, so each LLC is its own QEMU socket inside its
     /// NUMA node; the guest's package ids then count LLCs, not declared sockets.
     LlcAsSocket,
+    /// aarch64 `virt`: QEMU sockets are the declared sockets and every LLC is a cluster of its
+    /// socket, whose L3 QEMU describes per cluster (`smp-cache.0.cache=l3,...topology=cluster`).
+    Clusters,
 }
 
 impl std::fmt::Display for Mapping {
@@ -22,6 +25,7 @@ impl std::fmt::Display for Mapping {
         f.write_str(match self {
             Mapping::Sockets => "sockets",
             Mapping::LlcAsSocket => "llc-as-socket",
+            Mapping::Clusters => "clusters",
         })
     }
 }
@@ -30,7 +34,19 @@ impl std::fmt::Display for Mapping {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct QemuTopology {
     pub args: Vec<String>,
+    /// Properties the topology adds to `-machine` (after the architecture's machine).
+    pub machine: Vec<String>,
     pub mapping: Mapping,
+}
+
+impl QemuTopology {
+    /// `-machine` with the architecture's machine and this topology's properties.
+    pub(crate) fn machine_arg(&self, arch: crate::arch::Arch) -> String {
+        std::iter::once(arch.machine().to_string())
+            .chain(self.machine.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 impl Topology {
@@ -43,13 +59,37 @@ impl Topology {
                 let llc = self.llcs()[0].cpus.len() as u32;
                 (self.llcs().len() as u32, llc / t)
             }
+            Mapping::Clusters => (self.sockets(), self.llcs()[0].cpus.len() as u32 / t),
+        }
+    }
+
+    /// Clusters per QEMU socket (1 but under `Mapping::Clusters`).
+    pub(crate) fn qemu_clusters(&self) -> u32 {
+        match self.mapping() {
+            Mapping::Clusters => self.llcs().len() as u32 / self.sockets(),
+            _ => 1,
+        }
+    }
+
+    /// The `-smp` value: the CPU count and how QEMU splits it.
+    pub(crate) fn smp(&self) -> String {
+        let (sockets, cores) = self.qemu_sockets_cores();
+        let (n, t) = (self.nr_cpus(), self.threads_per_core());
+        match self.mapping() {
+            // `cores` counts the cores of one cluster.
+            Mapping::Clusters => format!(
+                "{n},sockets={sockets},clusters={},cores={cores},threads={t}",
+                self.qemu_clusters()
+            ),
+            // dies=1 is accepted by every model; dies > 1 aborts Intel-vendor models on 11.1.
+            _ => format!("{n},sockets={sockets},dies=1,cores={cores},threads={t}"),
         }
     }
 
     /// The CPUs of each socket QEMU will create, in order.
     pub(crate) fn qemu_socket_cpus(&self) -> Vec<Vec<u32>> {
         let (sockets, cores) = self.qemu_sockets_cores();
-        let per = cores * self.threads_per_core();
+        let per = cores * self.threads_per_core() * self.qemu_clusters();
         (0..sockets)
             .map(|s| (s * per..(s + 1) * per).collect())
             .collect()
@@ -60,13 +100,9 @@ impl Topology {
     /// processes can map guest RAM, bound to its `host_node` when the file names one, of
     /// hugepages when it asks for them.
     pub(crate) fn qemu_args(&self) -> QemuTopology {
-        let n = self.nr_cpus();
-        let t = self.threads_per_core();
-        let (sockets, cores) = self.qemu_sockets_cores();
         let mut args: Vec<String> = vec![
             "-smp".into(),
-            // dies=1 is accepted by every model; dies > 1 aborts Intel-vendor models on 11.1.
-            format!("{n},sockets={sockets},dies=1,cores={cores},threads={t}"),
+            self.smp(),
             "-m".into(),
             format!("{}M", self.total_memory_bytes() / MIB),
         ];
@@ -112,21 +148,44 @@ impl Topology {
         }
         args.push("-cpu".into());
         args.push(self.cpu_model().to_string());
+        let machine = match self.mapping() {
+            // The guest's LLC is the cluster's L3 (its cache/index3/shared_cpu_list). QEMU 11.1
+            // takes a cache description only with every level in it ("Missing cache
+            // description" otherwise): L1 and L2 per core, as QEMU's max CPU has them.
+            Mapping::Clusters => [
+                ("l1d", "core"),
+                ("l1i", "core"),
+                ("l2", "core"),
+                ("l3", "cluster"),
+            ]
+            .iter()
+            .enumerate()
+            .flat_map(|(i, (cache, level))| {
+                [
+                    format!("smp-cache.{i}.cache={cache}"),
+                    format!("smp-cache.{i}.topology={level}"),
+                ]
+            })
+            .collect(),
+            _ => vec![],
+        };
         QemuTopology {
             args,
+            machine,
             mapping: self.mapping(),
         }
     }
 
     /// One sentence: which `Mapping` is used and why.
     pub fn describe(&self) -> String {
-        let (qs, qc) = self.qemu_sockets_cores();
-        let smp = format!(
-            "-smp {},sockets={qs},dies=1,cores={qc},threads={}",
-            self.nr_cpus(),
-            self.threads_per_core()
-        );
+        let smp = format!("-smp {}", self.smp());
         match self.mapping() {
+            Mapping::Clusters => format!(
+                "clusters: aarch64 on QEMU virt; each of the {} declared socket(s) is a QEMU socket and each of its {} LLC(s) ({} CPUs) a cluster, whose L3 QEMU describes per cluster (smp-cache l3=cluster), so the guest sees the declared sockets, LLCs, nodes and SMT siblings ({smp})",
+                self.sockets(),
+                self.qemu_clusters(),
+                self.llcs()[0].cpus.len()
+            ),
             Mapping::Sockets => format!(
                 "sockets 1:1: each of the {} declared socket(s) holds exactly one LLC, so QEMU's sockets are the declared ones and its one L3 per socket is the declared LLC ({smp})",
                 self.sockets()

@@ -16,7 +16,8 @@ pub struct CpuView {
     pub llc_cpus: String,
     /// `topology/thread_siblings_list`: its SMT siblings, itself included.
     pub thread_siblings: String,
-    /// `topology/package_cpus_list`: its QEMU socket (under `Mapping::LlcAsSocket`, its LLC).
+    /// `topology/package_cpus_list`: its QEMU socket (under `Mapping::LlcAsSocket`, its LLC;
+    /// under `Mapping::Clusters`, its declared socket).
     pub package_cpus: String,
 }
 
@@ -98,6 +99,12 @@ impl Topology {
         if !self.description().is_empty() {
             let _ = writeln!(s, "           {}", self.description());
         }
+        let _ = writeln!(
+            s,
+            "arch       {} (QEMU {})",
+            self.arch(),
+            self.arch().machine()
+        );
         let _ = writeln!(s, "cpu model  {}", self.cpu_model());
         let _ = writeln!(
             s,
@@ -195,7 +202,12 @@ impl Topology {
             }
         );
         let _ = writeln!(s, "              {}", self.describe());
-        let _ = writeln!(s, "qemu          {}", q.args.join(" "));
+        let _ = writeln!(
+            s,
+            "qemu          -machine {} {}",
+            q.machine_arg(self.arch()),
+            q.args.join(" ")
+        );
         s
     }
 }

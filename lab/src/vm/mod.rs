@@ -5,6 +5,7 @@
 //! early QEMU exit or the boot timeout become errors that quote the console's last lines, and the
 //! QEMU process group is killed whenever the `Vm` is dropped.
 
+pub mod dtb;
 pub(crate) mod health;
 pub(crate) mod serial;
 pub(crate) mod settings;
@@ -17,6 +18,7 @@ use anyhow::{Context, Result};
 use qapi::futures::{QapiService, QmpStreamTokio};
 use tokio::net::{UnixListener, UnixStream};
 
+use crate::arch::Arch;
 use crate::devices::{DeviceSpec, RunningDevice};
 use crate::guest::{Guest, GuestCommand, GuestOutput, Hello, Shell};
 use crate::kernel::BootKernel;
@@ -39,6 +41,9 @@ pub(crate) struct VmSpec {
     pub boot_timeout: Duration,
     /// Where the serial log and device logs are kept (created if missing).
     pub log_dir: PathBuf,
+    /// A device tree to boot with instead of the one QEMU generates (aarch64 `virt`; see
+    /// `vm::dtb`).
+    pub dtb: Option<PathBuf>,
 }
 
 /// A running guest. Dropping it kills QEMU and its device models.
@@ -73,40 +78,49 @@ impl std::fmt::Debug for Vm {
 /// How long QMP `quit` may go unanswered before the shutdown stops asking.
 const QUIT_ANSWER: Duration = Duration::from_secs(5);
 
-/// The kernel command line every lab guest gets.
-pub(crate) fn base_cmdline() -> Vec<String> {
-    [
-        "console=ttyS0",
-        "panic=-1",
-        "oops=panic",
-        "loglevel=4",
-        "rdinit=/init",
-        // The TSC is unstable under TCG; without this the watchdog spends boot time on it.
-        "tsc=reliable",
-        "no_timer_check",
-        "i8042.noaux",
-        "i8042.nokbd",
-        "random.trust_cpu=on",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+/// The kernel command line every lab guest of `arch` gets: its console, panics that end the
+/// VM, and what the architecture needs under QEMU (`Arch::cmdline`).
+pub(crate) fn base_cmdline(arch: Arch) -> Vec<String> {
+    let mut args = vec![format!("console={}", arch.console())];
+    args.extend(
+        ["panic=-1", "oops=panic", "loglevel=4", "rdinit=/init"]
+            .iter()
+            .chain(arch.cmdline())
+            .chain(&["random.trust_cpu=on"])
+            .map(|s| s.to_string()),
+    );
+    args
 }
 
 /// The full QEMU argument list for a spec (without the binary and `-L` paths). Public so that
 /// `lab bench boot` can compare against a hand-written command line.
-pub(crate) fn qemu_args(spec: &VmSpec, dir: &Path) -> Vec<String> {
-    let mut args: Vec<String> = ["-nodefaults", "-no-user-config", "-machine", "q35"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+/// The machine a spec boots, without kernel, console or devices: `-machine`, the accelerator
+/// and the topology (what the device tree QEMU generates depends on).
+pub(crate) fn machine_args(spec: &VmSpec) -> Vec<String> {
+    let arch = spec.topology.arch();
+    let topology = spec.topology.qemu_args();
+    let mut args: Vec<String> = vec![
+        "-nodefaults".into(),
+        "-no-user-config".into(),
+        "-machine".into(),
+        topology.machine_arg(arch),
+    ];
     args.extend(spec.accel.qemu_args());
-    args.extend(spec.topology.qemu_args().args);
-    let mut cmdline = base_cmdline();
+    args.extend(topology.args);
+    args
+}
+
+pub(crate) fn qemu_args(spec: &VmSpec, dir: &Path) -> Vec<String> {
+    let arch = spec.topology.arch();
+    let mut args = machine_args(spec);
+    if let Some(dtb) = &spec.dtb {
+        args.extend(["-dtb".into(), dtb.display().to_string()]);
+    }
+    let mut cmdline = base_cmdline(arch);
     cmdline.extend(spec.cmdline.iter().cloned());
     args.extend([
         "-kernel".into(),
-        spec.kernel.bzimage.display().to_string(),
+        spec.kernel.image.display().to_string(),
         "-initrd".into(),
         spec.initramfs.display().to_string(),
         "-append".into(),
