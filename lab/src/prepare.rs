@@ -16,7 +16,7 @@ pub struct Request {
     pub kernels: Vec<String>,
     /// Kernels to build besides those (the device tests' ptdma fix).
     pub also: Vec<String>,
-    /// Guest images to build besides the default one, for the first kernel.
+    /// Guest images to build besides the default one, for the first kernel of each architecture.
     pub images: Vec<String>,
 }
 
@@ -45,7 +45,7 @@ pub(crate) struct PreparedKernel {
     pub image_hash: String,
 }
 
-/// A further guest image, built for the first kernel.
+/// A further guest image, built for the first kernel of its architecture.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PreparedImage {
     pub recipe: String,
@@ -64,13 +64,14 @@ pub struct Prepared {
 }
 
 /// Readies the lab, then builds (or finds) each kernel of `request` with the default image, and
-/// the further images for the first kernel.
+/// the further images for the first kernel of each architecture (an aarch64 scenario's images
+/// are arm64 builds).
 pub async fn prepare(request: &Request) -> Result<Prepared> {
     let started = Instant::now();
     let kernels = request.kernel_names()?;
     let lab = Lab::ready().await?;
     let mut prepared = Vec::new();
-    let mut first = None;
+    let mut firsts: Vec<(String, crate::kernel::BootKernel)> = Vec::new();
     for name in kernels {
         let ready = lab.prepare(&crate::variant::Variant::kernel(&name)).await?;
         let image = lab
@@ -81,10 +82,12 @@ pub async fn prepare(request: &Request) -> Result<Prepared> {
             release: ready.kernel.release.clone(),
             image_hash: image.hash,
         });
-        first.get_or_insert((name, ready.kernel));
+        if firsts.iter().all(|(_, k)| k.arch != ready.kernel.arch) {
+            firsts.push((name, ready.kernel));
+        }
     }
     let mut images = Vec::new();
-    if let Some((name, kernel)) = first {
+    for (name, kernel) in firsts {
         for recipe in &request.images {
             let image = lab.image_for(recipe, &kernel).await?;
             images.push(PreparedImage {

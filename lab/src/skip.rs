@@ -80,13 +80,15 @@ pub(crate) fn decide(
 /// skip is printed as one `MARKER` line on stdout and stderr and this returns `false`, or,
 /// with `LAB_REQUIRE_KVM=1`, it panics.
 pub fn kvm_only(lab: &Lab, part: &str, why: &str) -> bool {
-    match decide(
-        lab.accel,
-        &lab.accel_probe.reason,
-        part,
-        why,
-        kvm_required(),
-    ) {
+    kvm_only_for(lab, crate::arch::Arch::host(), part, why)
+}
+
+/// [`kvm_only`] for guests of `arch`: a guest of another architecture than the host's runs
+/// under TCG whatever the host's KVM does, so its KVM-only parts run only on a host of its own
+/// architecture.
+pub fn kvm_only_for(lab: &Lab, arch: crate::arch::Arch, part: &str, why: &str) -> bool {
+    let (accel, probe) = lab.accel_for(arch);
+    match decide(accel, &probe.reason, part, why, kvm_required()) {
         KvmOnly::Run => true,
         KvmOnly::Skip(line) => {
             println!("{line}");

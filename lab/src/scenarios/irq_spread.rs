@@ -83,14 +83,7 @@ impl IrqSpread {
 
 impl IrqSpreadParams {
     fn fio_for(&self, topology: &Topology) -> Fio {
-        let mut fio = self.fio.clone();
-        if fio.numjobs == 0 {
-            fio.numjobs = topology.nr_cpus();
-        }
-        if fio.cpus_allowed.is_none() {
-            fio.cpus_allowed = Some(format!("0-{}", topology.nr_cpus().saturating_sub(1)));
-        }
-        fio
+        self.fio.one_job_per_cpu_unless_set(topology.nr_cpus())
     }
 }
 
@@ -201,7 +194,7 @@ impl Scenario for IrqSpread {
             topology.nr_cpus() as usize,
         );
         let moved = if params.move_admin_vector {
-            Some(move_vector(vm, admin.irq, topology.nr_cpus() - 1).await?)
+            Some(move_vector(vm, admin.irq, topology.nr_cpus() - 1, "nvme0", 4).await?)
         } else {
             None
         };
@@ -231,7 +224,7 @@ impl Scenario for IrqSpread {
 }
 
 /// `effective_affinity_list` of each IRQ.
-async fn read_effective(
+pub(crate) async fn read_effective(
     vm: &crate::vm::Vm,
     irqs: impl Iterator<Item = u32>,
 ) -> Result<BTreeMap<u32, Vec<u32>>> {
@@ -273,14 +266,22 @@ impl MovedVector {
     }
 }
 
-/// Moves `irq` (the admin queue's) to `cpu` and makes the controller raise it: a namespace
-/// rescan sends Identify commands on the admin queue.
-async fn move_vector(vm: &crate::vm::Vm, irq: u32, cpu: u32) -> Result<MovedVector> {
+/// Moves `irq` (the admin queue's of `controller`, `nvme0`) to `cpu` and makes the controller
+/// raise it `rescans` times: a namespace rescan sends Identify commands on the admin queue.
+pub(crate) async fn move_vector(
+    vm: &crate::vm::Vm,
+    irq: u32,
+    cpu: u32,
+    controller: &str,
+    rescans: u32,
+) -> Result<MovedVector> {
     vm.sh(&format!("echo {cpu} > /proc/irq/{irq}/smp_affinity_list"))
         .await
         .with_context(|| format!("moving IRQ {irq} to CPU {cpu}"))?;
     let before = Interrupts::read(vm).await?;
-    vm.sh("for i in 1 2 3 4; do echo 1 > /sys/class/nvme/nvme0/rescan_controller; sleep 0.2; done")
+    vm.sh(&format!(
+        "for i in $(seq {rescans}); do echo 1 > /sys/class/nvme/{controller}/rescan_controller; sleep 0.2; done"
+    ))
         .await
         .context("making the admin queue raise interrupts")?;
     let after = Interrupts::read(vm).await?;

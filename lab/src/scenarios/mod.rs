@@ -6,6 +6,7 @@ pub mod delay_dequeue;
 pub mod dma_wakeup;
 pub mod eevdf_parity;
 pub mod irq_spread;
+pub mod its_balance;
 pub mod numa_scan;
 
 use std::collections::BTreeMap;
@@ -22,6 +23,7 @@ pub(crate) use delay_dequeue::DelayDequeue;
 pub(crate) use dma_wakeup::DmaWakeup;
 pub(crate) use eevdf_parity::EevdfParity;
 pub(crate) use irq_spread::IrqSpread;
+pub(crate) use its_balance::ItsBalance;
 pub(crate) use numa_scan::NumaScan;
 
 /// One shipped scenario, type-erased: what `lab scenarios`, `lab compare`, `lab prepare` and the
@@ -65,6 +67,7 @@ pub(crate) const REGISTRY: &[(&str, Constructor)] = &[
     ("numa-scan", || Box::new(NumaScan::seed())),
     ("delay-dequeue", || Box::new(DelayDequeue::seed())),
     ("irq-spread", || Box::new(IrqSpread::seed())),
+    ("its-balance", || Box::new(ItsBalance::seed())),
 ];
 
 /// The shipped scenario names, in `lab scenarios` order.
@@ -357,6 +360,8 @@ mod tests {
                 "v6.12+wake-affine-idle-revert",
                 "v6.12+numa-scan-revert",
                 "v6.12+numa-scan-pid-only",
+                "v6.12-arm64",
+                "v6.12-arm64+its-first-cpu",
             ]
         );
     }

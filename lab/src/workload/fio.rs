@@ -65,6 +65,19 @@ impl Fio {
         }
     }
 
+    /// This job with `numjobs` 0 made one per CPU of an `nr_cpus` guest and an unset
+    /// `cpus_allowed` made every CPU (with `split`, each job on its own CPU).
+    pub(crate) fn one_job_per_cpu_unless_set(&self, nr_cpus: u32) -> Fio {
+        let mut fio = self.clone();
+        if fio.numjobs == 0 {
+            fio.numjobs = nr_cpus;
+        }
+        if fio.cpus_allowed.is_none() {
+            fio.cpus_allowed = Some(format!("0-{}", nr_cpus.saturating_sub(1)));
+        }
+        fio
+    }
+
     /// Rejects jobs fio would refuse or that measure nothing, naming the field.
     pub(crate) fn check(&self) -> Result<()> {
         const RW: &[&str] = &[
