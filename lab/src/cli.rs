@@ -317,19 +317,23 @@ impl From<FromHostArgs> for lab::host_topology::FromHost {
     }
 }
 
+/// `lab bench boot`'s arguments.
+#[derive(clap::Args)]
+pub struct BootBenchArgs {
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    #[arg(long, default_value = lab::DEFAULT_TOPOLOGY)]
+    pub topology: String,
+    /// Also boot the lab on this topology in every run, and print the ratio of the two
+    /// (`--topology ci-arm64-2node --against ci-2node-4llc`: arm64 against x86 guests).
+    #[arg(long)]
+    pub against: Option<String>,
+}
+
 #[derive(Subcommand)]
 pub enum BenchCmd {
     /// Boot-to-first-command time of the lab vs a hand-written QEMU command line.
-    Boot {
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-        #[arg(long, default_value = lab::DEFAULT_TOPOLOGY)]
-        topology: String,
-        /// Also boot the lab on this topology in every run, and print the ratio of the two
-        /// (`--topology ci-arm64-2node --against ci-2node-4llc`: arm64 against x86 guests).
-        #[arg(long)]
-        against: Option<String>,
-    },
+    Boot(BootBenchArgs),
     /// `lab run -- true` as a whole process vs a hand-written QEMU line that boots the same
     /// kernel and initramfs, runs `true` and powers off; the lab's overhead and its phases.
     Run {

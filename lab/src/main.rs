@@ -275,11 +275,7 @@ async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: boo
     let exe = std::env::current_exe().context("finding the lab binary to benchmark")?;
     let cache = lab::cache::Cache::from_env()?;
     let text = match command {
-        Some(BenchCmd::Boot {
-            runs,
-            topology,
-            against,
-        }) => lab::bench::boot(runs, &topology, against.as_deref())
+        Some(BenchCmd::Boot(b)) => lab::bench::boot(b.runs, &b.topology, b.against.as_deref())
             .await?
             .render(),
         Some(BenchCmd::Run { runs, topology }) => lab::bench::run_report(&exe, runs, &topology)

@@ -121,8 +121,17 @@ pub async fn run(request: Request) -> Result<Outcome> {
         let ready = lab.prepare(&crate::variant::Variant::kernel(&name)).await?;
         opts = opts.ready_kernel(ready);
     }
-    let task =
-        crate::progress::Task::start(format!("booting {topology} ({})", lab.accel.name()), None);
+    // The guest's own accelerator: another architecture's guest runs under TCG.
+    let arch = match &opts.shape {
+        Some(shape) => shape.arch(),
+        None => crate::topology::Topology::by_name(&topology)
+            .map(|t| t.arch())
+            .unwrap_or_else(|_| crate::arch::Arch::host()),
+    };
+    let task = crate::progress::Task::start(
+        format!("booting {topology} ({})", lab.accelerator_for(arch)),
+        None,
+    );
     let vm = lab.boot(opts).await;
     drop(task);
     let vm = vm?;
@@ -131,7 +140,7 @@ pub async fn run(request: Request) -> Result<Outcome> {
     crate::progress::step(format!(
         "{topology} booted in {:.1?} ({}, kernel {})",
         vm.boot_time,
-        lab.accel.name(),
+        lab.accelerator_for(arch),
         vm.hello.kernel_release
     ));
     // Devices are bound and pinned as an experiment does, and their vectors shown.
