@@ -1026,29 +1026,19 @@ fn validate(raw: RawTopology, file: PathBuf, text: &str) -> Result<Topology, Top
     } else {
         Mapping::LlcAsSocket
     };
-    if mapping == Mapping::Clusters {
+    // Clusters (aarch64) and LLCs as sockets both become equal -smp units.
+    let unit = match mapping {
+        Mapping::Clusters => Some("on aarch64 each LLC is a cluster of its socket and -smp needs all clusters the same size"),
+        Mapping::LlcAsSocket => Some("a socket holds several LLCs, so each LLC becomes its own QEMU socket and -smp needs all sockets the same size"),
+        _ => None,
+    };
+    if let Some(why) = unit {
         let size0 = llcs[0].cpus.len();
         if let Some(l) = llcs.iter().find(|l| l.cpus.len() != size0) {
             return Err(c.err(
                 llc_field(l.id as usize),
                 K::LlcSizesDiffer,
-                format!(
-                    "has {} CPUs but llc[0] has {size0}: on aarch64 each LLC is a cluster of its socket and -smp needs all clusters the same size",
-                    l.cpus.len()
-                ),
-            ));
-        }
-    }
-    if mapping == Mapping::LlcAsSocket {
-        let size0 = llcs[0].cpus.len();
-        if let Some(l) = llcs.iter().find(|l| l.cpus.len() != size0) {
-            return Err(c.err(
-                llc_field(l.id as usize),
-                K::LlcSizesDiffer,
-                format!(
-                    "has {} CPUs but llc[0] has {size0}: a socket holds several LLCs, so each LLC becomes its own QEMU socket and -smp needs all sockets the same size",
-                    l.cpus.len()
-                ),
+                format!("has {} CPUs but llc[0] has {size0}: {why}", l.cpus.len()),
             ));
         }
     }
