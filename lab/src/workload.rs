@@ -169,11 +169,12 @@ impl Dmatest {
         let start = match start_cpu {
             Some(cpu) => format!(
                 "pids=''\n\
-                 for p in /proc/[0-9]*; do case \"$(cat $p/comm 2>/dev/null)\" in dma*chan*-*) pids=\"$pids ${{p#/proc/}}\";; esac; done\n\
+                 for p in /proc/[0-9]*; do {{ read c < $p/comm; }} 2>/dev/null || c=; case \"$c\" in dma*chan*-*) pids=\"$pids ${{p#/proc/}}\";; esac; done\n\
                  [ -n \"$pids\" ] || {{ echo 'dmatest created no threads' >&2; exit 1; }}\n\
                  for pid in $pids; do taskset -p -c {cpu} $pid > /dev/null; done\n\
                  taskset -c {cpu} sh -c 'echo 1 > /sys/module/dmatest/parameters/run'\n\
-                 for pid in $pids; do taskset -p -c $(cat /sys/devices/system/cpu/online) $pid > /dev/null; done"
+                 read online < /sys/devices/system/cpu/online\n\
+                 for pid in $pids; do taskset -p -c $online $pid > /dev/null; done"
             ),
             None => "echo 1 > $P/run".to_string(),
         };

@@ -124,7 +124,7 @@ impl Device for Nvme {
 
 /// nvme allocates its I/O vectors after probe returns, before it scans namespaces: a namespace
 /// block device means the vectors are there.
-pub(crate) const NVME_READY: &str = "ls -d $dev/nvme/nvme*/nvme*n* > /dev/null 2>&1";
+pub(crate) const NVME_READY: &str = "exists $dev/nvme/nvme*/nvme*n*";
 
 /// Free bytes on the file system holding `dir`.
 fn free_bytes(dir: &Path) -> Result<u64> {

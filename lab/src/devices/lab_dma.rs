@@ -156,7 +156,7 @@ impl Device for Engine {
 }
 
 /// A DMA engine's channels exist once the driver has registered them with dmaengine.
-pub(crate) const DMA_READY: &str = "ls -d $dev/dma/dma*chan* > /dev/null 2>&1";
+pub(crate) const DMA_READY: &str = "exists $dev/dma/dma*chan*";
 
 /// What `lab-dma` logs when it cannot map a region of guest RAM the client offered
 /// (lab/dma/src/server.rs).

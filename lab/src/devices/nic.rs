@@ -96,11 +96,7 @@ impl Device for Nic {
     /// virtio-net binds to the virtio device the PCI transport creates; the interface exists
     /// once the driver has set up its queues.
     fn guest_driver(&self) -> GuestDriver {
-        GuestDriver::new(
-            "virtio-pci",
-            None,
-            "ls -d $dev/virtio*/net/* > /dev/null 2>&1",
-        )
+        GuestDriver::new("virtio-pci", None, "exists $dev/virtio*/net/*")
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

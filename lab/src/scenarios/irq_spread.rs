@@ -231,7 +231,7 @@ pub(crate) async fn read_effective(
     read_id_cpulists(
         vm,
         irqs,
-        "echo $id $(cat /proc/irq/$id/effective_affinity_list)",
+        "read e < /proc/irq/$id/effective_affinity_list; echo $id $e",
     )
     .await
     .context("reading effective_affinity_list")
