@@ -361,6 +361,20 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = lab::bench::suite::SLOWEST)]
         slowest: usize,
     },
+    /// CI shards of about equal time from earlier runs' JUnit reports: prints the plan and
+    /// writes one nextest filterset per shard (`cargo nextest run -E "$(cat shard-1.filterset)"`)
+    Shards {
+        /// How many shards.
+        #[arg(long)]
+        shards: usize,
+        /// JUnit reports to take test times from, e.g. every shard's of the last CI run
+        /// (default: the last local run's, `lab bench suite`'s).
+        #[arg(long, value_name = "FILE")]
+        junit: Vec<PathBuf>,
+        /// Write `shard-K.filterset` (K from 1) here.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
 }
 
 /// `METRIC[=MAGNITUDE]` of `--primary`.

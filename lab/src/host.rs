@@ -557,6 +557,7 @@ impl Lab {
             host,
             qemu: serde_json::to_value(self.host_manifest(arch)?).unwrap_or_default(),
             accelerator: serde_json::json!({"name": accel.name(), "reason": probe.reason}),
+            test: crate::report::attempt::TestAttempt::from_env(),
             ..crate::report::Manifest::default()
         })
     }

@@ -17,6 +17,7 @@ use thiserror::Error;
 
 use crate::stats::StatsError;
 
+pub mod attempt;
 pub(crate) mod comparison;
 pub(crate) mod html;
 pub mod junit;
@@ -254,6 +255,10 @@ pub struct Manifest {
     /// records written before pictures existed: the report then asks the scenario registry).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub picture: Option<Picture>,
+    /// The nextest test attempt that wrote the record (absent outside nextest): a merge takes
+    /// only the last attempt of a retried test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<attempt::TestAttempt>,
 }
 
 /// `name` with anything but ASCII letters, digits, `.`, `_`, `+`, `-` replaced by `_`, and no

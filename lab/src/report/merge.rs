@@ -164,6 +164,8 @@ pub struct Merged {
     /// How many records went into it.
     pub(crate) sources: usize,
     pub(crate) outputs: Outputs,
+    /// Records of retried tests' earlier attempts, left out.
+    pub superseded: Vec<super::attempt::Superseded>,
 }
 
 impl Merged {
@@ -182,6 +184,7 @@ impl Merged {
         if let Some(html) = &self.outputs.html {
             lines.push(format!("report {}", html.display()));
         }
+        lines.extend(self.superseded.iter().map(|s| s.to_string()));
         lines
     }
 }
@@ -201,6 +204,8 @@ pub fn merge_and_write(
         .into_iter()
         .map(|f| RunRecord::read_json(&f).map(|r| (f, r)))
         .collect::<Result<Vec<_>>>()?;
+    let (records, superseded) =
+        super::attempt::latest_attempts(records, |r: &RunRecord| r.manifest.test.as_ref());
     let record = merge(&records, group_by)?;
     let dir = match out {
         Some(dir) => {
@@ -218,6 +223,7 @@ pub fn merge_and_write(
         record,
         sources: records.len(),
         outputs,
+        superseded,
     })
 }
 
@@ -418,6 +424,8 @@ fn merged_manifest(records: &[(PathBuf, RunRecord)]) -> Manifest {
             .all(|(_, r)| r.manifest.picture == first_picture)
             .then_some(first_picture)
             .flatten(),
+        // A merge is no test attempt.
+        test: None,
     }
 }
 
@@ -467,5 +475,37 @@ mod tests {
             results.join(crate::names::sanitize(merged.record.comparison().name()))
         );
         assert!(merged.outputs.table.is_file());
+    }
+
+    #[test]
+    fn a_retried_tests_earlier_attempt_is_left_out_and_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let attempt = |n: u32| crate::report::attempt::TestAttempt {
+            run_id: "run-1".into(),
+            binary_id: "lab-scenarios::dma_wakeup".into(),
+            test: "cross_llc".into(),
+            attempt: n,
+            total_attempts: 2,
+        };
+        let mut inputs = Vec::new();
+        for (name, n) in [("s1-cross-llc-a", 1), ("s1-cross-llc-b", 2)] {
+            let mut record = RunRecord::read_json(&fixture(name)).unwrap();
+            record.manifest.test = Some(attempt(n));
+            let path = tmp.path().join(format!("{name}.json"));
+            std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+            inputs.push(path);
+        }
+        let only_b = RunRecord::read_json(&inputs[1]).unwrap();
+        let out = tmp.path().join("merged");
+        let merged = merge_and_write(&inputs, &[], Some(&out), tmp.path(), &|_| None).unwrap();
+        assert_eq!(merged.sources, 1);
+        assert_eq!(merged.record.boots().len(), only_b.boots().len());
+        assert_eq!(merged.superseded.len(), 1);
+        assert_eq!(merged.superseded[0].path, inputs[0]);
+        assert!(merged
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("RETRIED lab-scenarios::dma_wakeup cross_llc: attempt 1 of 2 left out"));
     }
 }

@@ -261,8 +261,13 @@ pub(crate) fn run_dir(parent: &Path) -> anyhow::Result<PathBuf> {
     let stamp = humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs))
         .to_string()
         .replace(':', "");
+    // A retried test's attempts each get their own directory anyway; the name says which.
+    let attempt = crate::report::attempt::TestAttempt::from_env()
+        .filter(|a| a.total_attempts > 1)
+        .map(|a| format!("attempt{}-", a.attempt))
+        .unwrap_or_default();
     let dir = tempfile::Builder::new()
-        .prefix(&format!("{stamp}-"))
+        .prefix(&format!("{stamp}-{attempt}"))
         .rand_bytes(4)
         .tempdir_in(parent)
         .with_context(|| format!("creating a run directory in {}", parent.display()))?;
