@@ -45,7 +45,8 @@ async fn least_loaded_spreads_lpis_and_the_first_cpu_rule_concentrates_them() {
     // (2026-12-03, 2-core AMD EPYC host, 76 boots over two probes, a soak of the base and node
     // columns and the test's runs): 6.12 8 CPUs in every boot, the first-CPU kernel 4; decided
     // at 5 boots a side (p=0.008, the fewest a rank test needs for 0.01) and SAME at 4-5 a side
-    // (interval [0, 0]); the test ran in 203 s warm.
+    // (interval [0, 0]); the test ran in 127 s warm (203 s before device binding stopped
+    // forking in its poll loop).
     let mut experiment = Experiment::new(ItsBalance::seed()).named("its-balance");
     // The seed's IOPS figures (1.3M to 1.8M reads, +38%) are a statement about arm64 hardware:
     // decided (10% matters) only where an arm64 guest runs under KVM.
