@@ -1,9 +1,12 @@
 //! A lab SIGKILLed while it provisions a guest image leaves nothing running and nothing half
-//! made, and the next run builds the image.
+//! made, and the next run builds the image. A locked package gone from the archive is said
+//! once, when it is resolved, and recorded; a warm start (the Debian kernel's too) says it no
+//! more and asks apt nothing.
 //!
 //! The image comes from a Debian archive of the test's own: a signed repository served on
-//! loopback by a small HTTP server that can stall a package download half way, holding one
-//! stand-in `busybox-static` whose `busybox` can be made to hang while the image is assembled.
+//! loopback by a small HTTP server that can stall a package download half way (or answer
+//! nothing at all), holding a stand-in `busybox-static` whose `busybox` can be made to hang
+//! while the image is assembled, and for the second test a stand-in Debian kernel package.
 //! The lab finds it through `LAB_DEBIAN_MIRROR`, `LAB_DEBIAN_KEYRING` and a copy of the lock file
 //! without the default image's bundle; QEMU and the kernel come from the cache as in every VM
 //! test. Every process the lab starts carries a marker in its environment, so the test counts
@@ -26,7 +29,15 @@ use sha2::Digest as _;
 /// The stand-in package: a name the default image's recipe asks for, a version Debian never had.
 const PACKAGE: &str = "busybox-static";
 const VERSION: &str = "1:9.9-lab1";
-const DEB_FILE: &str = "busybox-static_9.9-lab1_amd64.deb";
+/// The version the second test's archive serves instead of [`VERSION`] (same upstream series).
+const NEWER_VERSION: &str = "1:9.9-lab2";
+
+/// The stand-in Debian kernel package (the `kernel-debian-6.12` bundle's only member): the
+/// version the lock names, gone, and the one the archive serves, both of series 6.12.
+const KERNEL_PACKAGE: &str = "linux-image-6.12.99-lab-amd64";
+const KERNEL_LOCKED: &str = "6.12.99-1";
+const KERNEL_SERVED: &str = "6.12.99-2";
+const KERNEL_RELEASE: &str = "6.12.99-lab-amd64";
 
 /// How long the survivors of a killed lab may take to go (the issue's bound).
 const GONE_WITHIN: Duration = Duration::from_secs(5);
@@ -50,12 +61,15 @@ async fn a_lab_killed_while_provisioning_an_image_leaves_nothing_running_or_half
         }
     }
     let work = tempfile::tempdir().unwrap();
-    let archive = FakeArchive::build(work.path());
+    let deb = work.path().join("busybox.deb");
+    build_package(&work.path().join("package"), &deb, VERSION);
+    let archive = FakeArchive::build(work.path(), &[(PACKAGE, VERSION, deb)]);
     let server = Server::start(archive.root.clone());
     let cache = lab::cache::Cache::from_env().unwrap();
     let _cleanup = Cleanup {
-        apt_dirs_before: entries(&cache.dir("apt")),
         cache: cache.clone(),
+        mirror: server.url(),
+        marks: vec![format!("{PACKAGE}={VERSION}")],
     };
 
     // A copy of the lock without the default image's bundle: the lab resolves it again, from
@@ -105,7 +119,7 @@ async fn a_lab_killed_while_provisioning_an_image_leaves_nothing_running_or_half
         "killed during the download, these outlived the lab by {GONE_WITHIN:?}: {survivors:?}"
     );
     assert!(
-        fake_images(&cache).is_empty(),
+        fake_images(&cache, VERSION).is_empty(),
         "an image entry appeared although the download never finished"
     );
 
@@ -137,7 +151,7 @@ async fn a_lab_killed_while_provisioning_an_image_leaves_nothing_running_or_half
          {survivors:?}"
     );
     assert!(
-        fake_images(&cache).is_empty(),
+        fake_images(&cache, VERSION).is_empty(),
         "a half-built image became an entry"
     );
 
@@ -150,7 +164,7 @@ async fn a_lab_killed_while_provisioning_an_image_leaves_nothing_running_or_half
         "the run after the kills failed:\n{}",
         log("third")
     );
-    let images = fake_images(&cache);
+    let images = fake_images(&cache, VERSION);
     assert_eq!(
         images.len(),
         1,
@@ -172,23 +186,201 @@ async fn a_lab_killed_while_provisioning_an_image_leaves_nothing_running_or_half
     );
 }
 
-/// Removes, pass or fail, the cache entries only this test can use: images of the stand-in
-/// package and the apt state of the test's archive (the lock copy and the archive go with the
-/// test's temporary directory).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_locked_package_gone_from_the_archive_is_said_once_and_a_warm_start_asks_apt_nothing() {
+    // QEMU and the default kernel from the cache, as in every VM test.
+    drop(common::lab().await);
+    let Some(lab_bin) = common::lab_binary("locked-package substitution test") else {
+        return;
+    };
+    for tool in ["gpg", "gpgconf", "dpkg-deb", "depmod"] {
+        if !on_path(tool) {
+            lab::skip::host_lacks(
+                "locked-package substitution test",
+                &format!("no `{tool}` to build the test's Debian archive or unpack its kernel"),
+                "Install gpg, dpkg and kmod (`apt-get install gpg dpkg kmod`); .ci/run does.",
+            );
+            return;
+        }
+    }
+    // The archive serves newer builds of the two series the lock pins: the locked ones are gone.
+    let work = tempfile::tempdir().unwrap();
+    let busybox = work.path().join("busybox.deb");
+    build_package(&work.path().join("busybox"), &busybox, NEWER_VERSION);
+    let kernel = work.path().join("kernel.deb");
+    build_kernel_package(&work.path().join("kernel"), &kernel, KERNEL_SERVED);
+    let archive = FakeArchive::build(
+        work.path(),
+        &[
+            (PACKAGE, NEWER_VERSION, busybox),
+            (KERNEL_PACKAGE, KERNEL_SERVED, kernel),
+        ],
+    );
+    let server = Server::start(archive.root.clone());
+    let cache = lab::cache::Cache::from_env().unwrap();
+    let _cleanup = Cleanup {
+        cache: cache.clone(),
+        mirror: server.url(),
+        marks: vec![NEWER_VERSION.to_string(), KERNEL_PACKAGE.to_string()],
+    };
+
+    // A copy of the lock whose default image and Debian kernel bundles pin the gone versions
+    // (checksums no archive has: they are never compared, the versions being gone).
+    let lock_path = work.path().join("lock.toml");
+    let lock_file = std::env::var_os("LAB_LOCK_FILE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| lab::repo_path("images/lock.toml"));
+    let mut lock: toml::Table = toml::from_str(&fs::read_to_string(&lock_file).unwrap()).unwrap();
+    let pin = |name: &str, version: &str| {
+        let mut p = toml::Table::new();
+        p.insert("name".into(), name.into());
+        p.insert("version".into(), version.into());
+        p.insert("sha256".into(), "0".repeat(64).into());
+        toml::Value::Array(vec![toml::Value::Table(p)])
+    };
+    let bundles = lock["bundle"]
+        .as_array_mut()
+        .expect("the lock's [[bundle]] tables");
+    for (bundle, package, version) in [
+        ("guest-default", PACKAGE, VERSION),
+        ("kernel-debian-6.12", KERNEL_PACKAGE, KERNEL_LOCKED),
+    ] {
+        let b = bundles
+            .iter_mut()
+            .find(|b| b["name"].as_str() == Some(bundle))
+            .unwrap_or_else(|| panic!("the lock has no bundle {bundle}"));
+        b["package"] = pin(package, version);
+    }
+    fs::write(&lock_path, toml::to_string(&lock).unwrap()).unwrap();
+
+    let run = |log: &str| {
+        let status = Command::new(&lab_bin)
+            // The default image only (not the further ones `prepare` builds by default).
+            .args(["prepare", "--kernels", "debian", "--images", "default"])
+            .env("LAB_DEBIAN_MIRROR", server.url())
+            .env("LAB_DEBIAN_KEYRING", &archive.keyring)
+            .env("LAB_LOCK_FILE", &lock_path)
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(work.path().join(format!("{log}.out"))).unwrap())
+            .stderr(fs::File::create(work.path().join(format!("{log}.err"))).unwrap())
+            .status()
+            .unwrap();
+        let err = fs::read_to_string(work.path().join(format!("{log}.err"))).unwrap();
+        assert!(status.success(), "lab prepare ({log}) failed:\n{err}");
+        let gone: Vec<String> = err
+            .lines()
+            .filter(|l| l.contains("LOCKED PACKAGE GONE"))
+            .map(str::to_string)
+            .collect();
+        (gone, err)
+    };
+
+    // 1. Resolving: each substitution is said once.
+    let (gone, err) = run("first");
+    assert_eq!(gone.len(), 2, "two substitutions, each said once:\n{err}");
+    for (package, locked, used) in [
+        (PACKAGE, VERSION, NEWER_VERSION),
+        (KERNEL_PACKAGE, KERNEL_LOCKED, KERNEL_SERVED),
+    ] {
+        let said = format!("{package} {locked} is no longer in the archive; using {used}");
+        assert!(
+            gone.iter().any(|l| l.contains(&said)),
+            "{said:?} not in\n{err}"
+        );
+    }
+    // ... and recorded with the resolution, for the runs after it.
+    let recorded = entries(&cache.root().join("memo/resolved-bundles"))
+        .into_iter()
+        .filter_map(|memo| fs::read_to_string(memo).ok())
+        .filter(|t| {
+            t.contains(&format!(
+                "\"package\":\"{KERNEL_PACKAGE}\",\"locked\":\"{KERNEL_LOCKED}\",\"used\":\"{KERNEL_SERVED}\""
+            ))
+        })
+        .count();
+    assert_eq!(
+        recorded, 1,
+        "the Debian kernel's substitution is in one resolution memo"
+    );
+
+    // 2. Warm, with the archive answering nothing and the test's apt state gone: the kernel
+    // and the image come from the cache through the recorded resolutions, silently.
+    server.go_down();
+    for dir in apt_states_of(&cache, &server.url()) {
+        fs::remove_dir_all(dir).unwrap();
+    }
+    let asked = server.requests();
+    let (gone, err) = run("second");
+    assert!(
+        gone.is_empty(),
+        "a warm start repeated the substitutions:\n{err}"
+    );
+    assert_eq!(
+        server.requests(),
+        asked,
+        "a warm start asked the archive:\n{err}"
+    );
+    assert!(
+        apt_states_of(&cache, &server.url()).is_empty(),
+        "a warm start opened an apt state:\n{err}"
+    );
+    assert_eq!(
+        fake_images(&cache, NEWER_VERSION).len(),
+        1,
+        "the image of the substitute package, built once"
+    );
+}
+
+/// Removes, pass or fail, the cache entries only this test can use: images, unpacked Debian
+/// kernels and resolution memos naming a stand-in package (`marks`: `name=version` as an
+/// image's manifest has it, or a package name), and the apt state of the test's archive (the
+/// lock copy and the archive go with the test's temporary directory). Another test's entries
+/// (the two tests may run at once) name other versions and another archive.
 struct Cleanup {
     cache: lab::cache::Cache,
-    apt_dirs_before: std::collections::BTreeSet<PathBuf>,
+    mirror: String,
+    marks: Vec<String>,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        for image in fake_images(&self.cache) {
-            fs::remove_dir_all(image).ok();
+        let names = |path: &Path| {
+            fs::read_to_string(path).is_ok_and(|t| self.marks.iter().any(|m| t.contains(m)))
+        };
+        for image in entries(&self.cache.dir("images")) {
+            if names(&image.join("manifest.json")) {
+                fs::remove_dir_all(image).ok();
+            }
         }
-        for dir in entries(&self.cache.dir("apt")).difference(&self.apt_dirs_before) {
+        for kernel in entries(&self.cache.dir("debian-kernels")) {
+            if kernel
+                .join("boot")
+                .join(format!("vmlinuz-{KERNEL_RELEASE}"))
+                .exists()
+            {
+                fs::remove_dir_all(kernel).ok();
+            }
+        }
+        for memo in entries(&self.cache.root().join("memo/resolved-bundles")) {
+            if names(&memo) {
+                fs::remove_file(memo).ok();
+            }
+        }
+        for dir in apt_states_of(&self.cache, &self.mirror) {
             fs::remove_dir_all(dir).ok();
         }
     }
+}
+
+/// The cache's private apt states that read the archive at `mirror`.
+fn apt_states_of(cache: &lab::cache::Cache, mirror: &str) -> Vec<PathBuf> {
+    entries(&cache.dir("apt"))
+        .into_iter()
+        .filter(|dir| {
+            fs::read_to_string(dir.join("etc/sources.list"))
+                .is_ok_and(|t| t.contains(&format!("] {mirror} ")))
+        })
+        .collect()
 }
 
 /// The sha256 of the file at `path`, in hex.
@@ -214,13 +406,13 @@ fn entries(dir: &Path) -> std::collections::BTreeSet<PathBuf> {
         .collect()
 }
 
-/// Complete image entries built from the stand-in package.
-fn fake_images(cache: &lab::cache::Cache) -> Vec<PathBuf> {
+/// Complete image entries built from the stand-in package at `version`.
+fn fake_images(cache: &lab::cache::Cache, version: &str) -> Vec<PathBuf> {
     entries(&cache.dir("images"))
         .into_iter()
         .filter(|dir| {
             fs::read_to_string(dir.join("manifest.json"))
-                .is_ok_and(|m| m.contains(&format!("{PACKAGE}={VERSION}")))
+                .is_ok_and(|m| m.contains(&format!("{PACKAGE}={version}")))
         })
         .collect()
 }
@@ -312,8 +504,8 @@ fn marked_processes(mark: &str) -> Vec<(u32, String)> {
     found
 }
 
-/// A signed Debian repository with the stand-in package in `trixie` and every other suite the
-/// lab reads present and empty.
+/// A signed Debian repository with the given packages (name, version, `.deb`) in `trixie` and
+/// every other suite the lab reads present and empty.
 struct FakeArchive {
     root: PathBuf,
     keyring: PathBuf,
@@ -321,12 +513,25 @@ struct FakeArchive {
 }
 
 impl FakeArchive {
-    fn build(work: &Path) -> FakeArchive {
+    fn build(work: &Path, packages: &[(&str, &str, PathBuf)]) -> FakeArchive {
         let root = work.join("archive");
-        let pool = root.join("pool/main/b/busybox-static");
-        fs::create_dir_all(&pool).unwrap();
-        let deb = pool.join(DEB_FILE);
-        build_package(&work.join("package"), &deb);
+        let mut stanzas = String::new();
+        for (name, version, built) in packages {
+            // apt's file name: no epoch.
+            let upstream = version.split_once(':').map_or(*version, |(_, v)| v);
+            let file = format!("pool/main/{name}_{upstream}_amd64.deb");
+            let deb = root.join(&file);
+            fs::create_dir_all(deb.parent().unwrap()).unwrap();
+            fs::copy(built, &deb).unwrap();
+            stanzas += &format!(
+                "Package: {name}\nVersion: {version}\nArchitecture: amd64\n\
+                 Maintainer: lab <archive@lab.invalid>\nInstalled-Size: 1100\n\
+                 Filename: {file}\nSize: {}\nSHA256: {}\n\
+                 Description: stand-in for the lab's provisioning tests\n\n",
+                fs::metadata(&deb).unwrap().len(),
+                sha256_file(&deb)
+            );
+        }
 
         // gpg's agent socket lives in the home directory: keep its path short.
         let gnupg = tempfile::Builder::new()
@@ -366,15 +571,6 @@ impl FakeArchive {
         let keyring = work.join("archive-keyring.gpg");
         fs::write(&keyring, gpg(&["--export"])).unwrap();
 
-        let size = fs::metadata(&deb).unwrap().len();
-        let stanza = format!(
-            "Package: {PACKAGE}\nVersion: {VERSION}\nArchitecture: amd64\n\
-             Maintainer: lab <archive@lab.invalid>\nInstalled-Size: 1100\n\
-             Filename: pool/main/b/busybox-static/{DEB_FILE}\nSize: {}\nSHA256: {}\n\
-             Description: stand-in busybox for the lab's provisioning test\n\n",
-            size,
-            sha256_file(&deb)
-        );
         let date = Command::new("date")
             .env("LC_ALL", "C")
             .args(["-u", "+%a, %d %b %Y %H:%M:%S UTC"])
@@ -385,7 +581,7 @@ impl FakeArchive {
         for suite in lab::debian::SUITES {
             let dist = root.join("dists").join(suite);
             let packages = if *suite == "trixie" {
-                stanza.as_str()
+                stanzas.as_str()
             } else {
                 ""
             };
@@ -432,20 +628,12 @@ impl Drop for FakeArchive {
     }
 }
 
-/// The stand-in `busybox-static`: `busybox --list-full` names two applets, after hanging (with
-/// a child of its own, pids written beside the file) while `$LAB_TEST_BUSYBOX_HANG` exists; and
-/// a MiB of incompressible padding, so the download can be held half way.
-fn build_package(dir: &Path, deb: &Path) {
-    fs::create_dir_all(dir.join("DEBIAN")).unwrap();
-    fs::write(
-        dir.join("DEBIAN/control"),
-        format!(
-            "Package: {PACKAGE}\nVersion: {VERSION}\nArchitecture: amd64\n\
-             Maintainer: lab <archive@lab.invalid>\n\
-             Description: stand-in busybox for the lab's provisioning test\n"
-        ),
-    )
-    .unwrap();
+/// The stand-in `busybox-static` at `version`: `busybox --list-full` names two applets, after
+/// hanging (with a child of its own, pids written beside the file) while
+/// `$LAB_TEST_BUSYBOX_HANG` exists; and a MiB of incompressible padding, so the download can be
+/// held half way.
+fn build_package(dir: &Path, deb: &Path, version: &str) {
+    write_control(dir, PACKAGE, version);
     let bin = dir.join("usr/bin");
     fs::create_dir_all(&bin).unwrap();
     fs::write(
@@ -469,6 +657,42 @@ fn build_package(dir: &Path, deb: &Path) {
     let mut noise = vec![0u8; 1 << 20];
     std::io::Read::read_exact(&mut fs::File::open("/dev/urandom").unwrap(), &mut noise).unwrap();
     fs::write(pad.join("padding"), noise).unwrap();
+    dpkg_build(dir, deb);
+}
+
+/// The stand-in Debian kernel at `version`: a `vmlinuz` (never booted here) and an empty
+/// modules directory, as the lab unpacks and runs depmod on a real one.
+fn build_kernel_package(dir: &Path, deb: &Path, version: &str) {
+    write_control(dir, KERNEL_PACKAGE, version);
+    fs::create_dir_all(dir.join("boot")).unwrap();
+    fs::write(
+        dir.join(format!("boot/vmlinuz-{KERNEL_RELEASE}")),
+        format!("stand-in kernel {version}\n"),
+    )
+    .unwrap();
+    fs::create_dir_all(dir.join(format!("usr/lib/modules/{KERNEL_RELEASE}/kernel"))).unwrap();
+    fs::write(
+        dir.join(format!("usr/lib/modules/{KERNEL_RELEASE}/modules.builtin")),
+        b"",
+    )
+    .unwrap();
+    dpkg_build(dir, deb);
+}
+
+fn write_control(dir: &Path, name: &str, version: &str) {
+    fs::create_dir_all(dir.join("DEBIAN")).unwrap();
+    fs::write(
+        dir.join("DEBIAN/control"),
+        format!(
+            "Package: {name}\nVersion: {version}\nArchitecture: amd64\n\
+             Maintainer: lab <archive@lab.invalid>\n\
+             Description: stand-in for the lab's provisioning tests\n"
+        ),
+    )
+    .unwrap();
+}
+
+fn dpkg_build(dir: &Path, deb: &Path) {
     let out = Command::new("dpkg-deb")
         .args(["-Zgzip", "--root-owner-group", "--build"])
         .arg(dir)
@@ -494,6 +718,9 @@ struct Server {
 struct ServerState {
     stall: AtomicBool,
     stalled: AtomicBool,
+    /// Every request is answered 404 (the archive gone, or the host offline).
+    down: AtomicBool,
+    requests: AtomicUsize,
     deb_requests: AtomicUsize,
 }
 
@@ -528,6 +755,15 @@ impl Server {
     fn deb_requests(&self) -> usize {
         self.state.deb_requests.load(Ordering::SeqCst)
     }
+
+    fn go_down(&self) {
+        self.state.down.store(true, Ordering::SeqCst);
+    }
+
+    /// Requests of any kind so far.
+    fn requests(&self) -> usize {
+        self.state.requests.load(Ordering::SeqCst)
+    }
 }
 
 fn serve(stream: TcpStream, root: &Path, state: &ServerState) {
@@ -546,9 +782,11 @@ fn serve(stream: TcpStream, root: &Path, state: &ServerState) {
         }
     }
     let mut stream = stream;
+    state.requests.fetch_add(1, Ordering::SeqCst);
     let path = request.split_whitespace().nth(1).unwrap_or("/");
     let file = path
         .strip_prefix("/debian/")
+        .filter(|_| !state.down.load(Ordering::SeqCst))
         .filter(|p| !p.split('/').any(|part| part == ".."))
         .map(|p| root.join(p));
     let Some(body) = file.and_then(|f| fs::read(f).ok()) else {

@@ -235,7 +235,7 @@ impl FileStat {
 
     /// Whether the file changed so recently (or in the future) that another write could still
     /// land with the same timestamps.
-    fn is_racy(&self, now: SystemTime) -> bool {
+    pub(crate) fn is_racy(&self, now: SystemTime) -> bool {
         let now_ns = now
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i128);

@@ -330,18 +330,34 @@ pub struct BootBenchArgs {
     pub against: Option<String>,
 }
 
+/// `lab bench run`'s arguments.
+#[derive(clap::Args)]
+pub struct RunBenchArgs {
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    #[arg(long, default_value = lab::DEFAULT_TOPOLOGY)]
+    pub topology: String,
+    /// The kernel both sides boot: a recipe or `debian` (default: the lab's default kernel).
+    #[arg(long)]
+    pub kernel: Option<String>,
+}
+
+impl RunBenchArgs {
+    /// Runs the bench with the `lab` binary `exe`; its table.
+    pub async fn report(&self, exe: &std::path::Path) -> anyhow::Result<String> {
+        let kernel = self.kernel.as_deref();
+        let report = lab::bench::run_report(exe, self.runs, &self.topology, kernel).await?;
+        Ok(report.render())
+    }
+}
+
 #[derive(Subcommand)]
 pub enum BenchCmd {
     /// Boot-to-first-command time of the lab vs a hand-written QEMU command line.
     Boot(BootBenchArgs),
     /// `lab run -- true` as a whole process vs a hand-written QEMU line that boots the same
     /// kernel and initramfs, runs `true` and powers off; the lab's overhead and its phases.
-    Run {
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-        #[arg(long, default_value = lab::DEFAULT_TOPOLOGY)]
-        topology: String,
-    },
+    Run(RunBenchArgs),
     /// Kernel build times: the default kernel cold and a one-patch variant from its tree.
     Kernel {
         /// Build both now, into a temporary cache (minutes), instead of reading manifests.

@@ -754,13 +754,34 @@ impl LockFile {
             .unwrap_or_else(|| crate::repo_path("images/lock.toml"))
     }
 
+    /// The lock at `path` (empty when there is none). Parsed once per process while the file's
+    /// `stat` is unchanged (and not racily new, see `cache::RACY_WINDOW`): a warm start reads it
+    /// for QEMU, the kernel and every image bundle, and parsing its ~2,400 lines costs more than
+    /// the rest of those lookups.
     pub(crate) fn load(path: &Path) -> Result<LockFile> {
-        if !path.exists() {
-            return Ok(LockFile::default());
+        let meta = match fs::metadata(path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockFile::default()),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        type Parsed = BTreeMap<PathBuf, (crate::cache::FileStat, LockFile)>;
+        static PARSED: std::sync::Mutex<Parsed> = std::sync::Mutex::new(BTreeMap::new());
+        let stat = crate::cache::FileStat::of(&meta);
+        let mut parsed = PARSED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((seen, lock)) = parsed.get(path) {
+            if *seen == stat {
+                return Ok(lock.clone());
+            }
         }
         let text =
             fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+        let lock: LockFile =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        // A file changed this instant could change again under the same `stat`.
+        if !stat.is_racy(SystemTime::now()) {
+            parsed.insert(path.to_path_buf(), (stat, lock.clone()));
+        }
+        Ok(lock)
     }
 
     pub(crate) fn save(&self, path: &Path) -> Result<()> {
@@ -1429,6 +1450,38 @@ mod tests {
         });
         lock.save(&lock_path).unwrap();
         assert!(recorded(&roots).is_none());
+    }
+
+    #[test]
+    fn a_parsed_lock_is_reused_only_while_its_file_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock.toml");
+        let bundle = |name: &str| format!("[[bundle]]\nname = \"{name}\"\nroots = []\n");
+        let names = |path: &Path| -> Vec<String> {
+            let lock = LockFile::load(path).unwrap();
+            lock.bundles.into_iter().map(|b| b.name).collect()
+        };
+        fs::write(&path, bundle("aaaa")).unwrap();
+        // Past the racy window its parse is remembered...
+        std::thread::sleep(crate::cache::RACY_WINDOW + Duration::from_millis(100));
+        assert_eq!(names(&path), ["aaaa"]);
+        // ... until the file changes, even in place and to the same size.
+        fs::write(&path, bundle("bbbb")).unwrap();
+        assert_eq!(names(&path), ["bbbb"]);
+        // Replaced by `save` (a new file): read again.
+        let mut lock = LockFile::load(&path).unwrap();
+        lock.put(LockedBundle {
+            name: "cccc".into(),
+            roots: Vec::new(),
+            release: None,
+            only: None,
+            architectures: Vec::new(),
+            packages: Vec::new(),
+        });
+        lock.save(&path).unwrap();
+        assert_eq!(names(&path), ["bbbb", "cccc"]);
+        fs::remove_file(&path).unwrap();
+        assert!(names(&path).is_empty(), "no lock file: an empty lock");
     }
 
     #[test]

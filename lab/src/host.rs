@@ -606,7 +606,11 @@ impl Lab {
         let cache = self.cache.clone();
         let variant = variant.clone();
         let opts = self.build_options();
-        tokio::task::spawn_blocking(move || variant.prepare(&cache, &opts, arch)).await?
+        tokio::task::spawn_blocking(move || {
+            let _span = tracing::debug_span!("prepare_kernel", kernel = variant.kernel).entered();
+            variant.prepare(&cache, &opts, arch)
+        })
+        .await?
     }
 
     /// Refuses, before anything is built, a variant whose kernel recipe is for another

@@ -278,9 +278,7 @@ async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: boo
         Some(BenchCmd::Boot(b)) => lab::bench::boot(b.runs, &b.topology, b.against.as_deref())
             .await?
             .render(),
-        Some(BenchCmd::Run { runs, topology }) => lab::bench::run_report(&exe, runs, &topology)
-            .await?
-            .render(),
+        Some(BenchCmd::Run(r)) => r.report(&exe).await?,
         Some(BenchCmd::Kernel {
             cold,
             base,

@@ -148,3 +148,65 @@ fn cli_writes_pages_and_merges() {
         "{err}"
     );
 }
+
+/// CI's merge step (`.ci/merge-results`) over a KVM job's and a TCG shard's results, laid out
+/// as the workflow downloads them (the KVM job's directory sorts first): one merged table with
+/// a base column per accelerator, each variant against its own accelerator's base.
+#[test]
+fn ci_merge_step_gives_each_accelerator_its_own_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    for (fixture_name, job, accel) in [
+        ("s1-cross-llc-a", "results-kvm-1", "kvm"),
+        ("s1-cross-llc-b", "results-tcg-single-1", "tcg-single"),
+    ] {
+        let mut record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(fixture(fixture_name)).unwrap()).unwrap();
+        record["manifest"]["accelerator"] = serde_json::json!({ "name": accel });
+        let run = results.join(job).join("dma-wakeup-cross-llc/run-1");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join("record.json"), record.to_string()).unwrap();
+    }
+    let script = manifest_dir().join("../.ci/merge-results");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(&results)
+        .arg(dir.path().join("merged"))
+        .env("LAB_BIN", lab_binary())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let merged = dir.path().join("merged/dma-wakeup-cross-llc");
+    let back = RunRecord::read_json(&merged.join("record.json")).unwrap();
+    let c = back.comparison();
+    let col = |v: &str, accel: &str| format!("{v} [accelerator={accel}]");
+    assert_eq!(c.bases(), [col("v6.12", "kvm"), col("v6.12", "tcg-single")]);
+    let revert = "v6.12+wake-affine-idle-revert";
+    assert_eq!(
+        c.base_of(&col(revert, "tcg-single")),
+        col("v6.12", "tcg-single")
+    );
+    let table = std::fs::read_to_string(merged.join("table.txt")).unwrap();
+    assert_eq!(table.matches("group ").count(), 2, "{table}");
+    assert!(table.contains("group 2/2: base v6.12 [accelerator=tcg-single]"));
+    // The TCG group's table is the TCG record's own, columns renamed: the same n and %change.
+    let (_, alone) = read("s1-cross-llc-b");
+    let alone_table = alone.comparison().table();
+    let tcg_part = table.split("group 2/2").nth(1).unwrap();
+    for line in alone_table.lines().filter(|l| l.contains("n=")) {
+        let notes = line
+            .split("  ")
+            .filter(|p| p.contains("p=") || p.contains("n="));
+        for note in notes {
+            assert!(
+                tcg_part.contains(note.trim()),
+                "{note:?} not in\n{tcg_part}"
+            );
+        }
+    }
+}

@@ -145,10 +145,16 @@ impl RunReport {
     }
 }
 
-/// Measures `lab_exe run -- true` against the hand-written line (`run::run`), noting the host.
-pub async fn run_report(lab_exe: &Path, runs: usize, topology: &str) -> Result<RunReport> {
+/// Measures `lab_exe run [--kernel K] -- true` against the hand-written line (`run::run`),
+/// noting the host.
+pub async fn run_report(
+    lab_exe: &Path,
+    runs: usize,
+    topology: &str,
+    kernel: Option<&str>,
+) -> Result<RunReport> {
     let mut host = HostNote::start();
-    let bench = run::run(lab_exe, runs, topology).await?;
+    let bench = run::run(lab_exe, runs, topology, kernel).await?;
     host.finish();
     Ok(RunReport { host, bench })
 }
@@ -163,7 +169,7 @@ pub async fn overview(
     build_kernels_now: bool,
 ) -> Result<Overview> {
     let mut host = HostNote::start();
-    let run = run::run(lab_exe, runs, topology).await?;
+    let run = run::run(lab_exe, runs, topology, None).await?;
     let kernels = kernel::times(
         cache,
         lab_exe,

@@ -62,16 +62,25 @@ pub(crate) struct RunBench {
     pub hand_written_line: String,
 }
 
-/// Runs `lab_exe run -- true` and the hand-written line `runs` times each, alternating.
-pub(crate) async fn run(lab_exe: &Path, runs: usize, topology: &str) -> Result<RunBench> {
+/// Runs `lab_exe run [--kernel K] -- true` and the hand-written line `runs` times each,
+/// alternating; without `kernel`, the lab's default kernel.
+pub(crate) async fn run(
+    lab_exe: &Path,
+    runs: usize,
+    topology: &str,
+    kernel: Option<&str>,
+) -> Result<RunBench> {
     if runs == 0 {
         bail!("--runs must be at least 1");
     }
     // Also warms the cache (QEMU, kernel, image), so every lab-side run is a warm one.
     let lab = Lab::from_env_async().await?;
-    let spec = lab
-        .spec(BootOptions::named("bench-run").topology(topology))
-        .await?;
+    let mut opts = BootOptions::named("bench-run").topology(topology);
+    if let Some(name) = kernel {
+        // As `lab run --kernel` prepares it: the recipe's [boot] settings too.
+        opts = opts.ready_kernel(lab.prepare(&crate::variant::Variant::kernel(name)).await?);
+    }
+    let spec = lab.spec(opts).await?;
     let scratch = tempfile::Builder::new()
         .prefix("lab-bench-run-")
         .tempdir()?;
@@ -85,7 +94,7 @@ pub(crate) async fn run(lab_exe: &Path, runs: usize, topology: &str) -> Result<R
         hand_written_line: shell_line(&hand_written_command(&lab, &spec)?),
     };
     for i in 0..runs {
-        let sample = lab_run(lab_exe, topology, scratch.path(), i).await?;
+        let sample = lab_run(lab_exe, topology, kernel, scratch.path(), i).await?;
         let raw = hand_written_run(&lab, &spec).await?;
         crate::progress::step(format!(
             "run {}/{runs}: lab run -- {COMMAND} {:.2} s (boot {:.2} s), hand-written {:.2} s",
@@ -100,19 +109,28 @@ pub(crate) async fn run(lab_exe: &Path, runs: usize, topology: &str) -> Result<R
     Ok(bench)
 }
 
-/// One `lab run -- true` as a child process.
-async fn lab_run(lab_exe: &Path, topology: &str, scratch: &Path, i: usize) -> Result<RunSample> {
+/// One `lab run [--kernel K] -- true` as a child process.
+async fn lab_run(
+    lab_exe: &Path,
+    topology: &str,
+    kernel: Option<&str>,
+    scratch: &Path,
+    i: usize,
+) -> Result<RunSample> {
     let timings_path = scratch.join(format!("timings-{i}.json"));
     let log_path = scratch.join(format!("lab-run-{i}.log"));
-    let args = [
-        std::ffi::OsStr::new("run"),
-        "--topology".as_ref(),
-        topology.as_ref(),
-        "--timings".as_ref(),
+    use std::ffi::OsStr;
+    let mut args: Vec<&OsStr> = vec![
+        OsStr::new("run"),
+        OsStr::new("--topology"),
+        OsStr::new(topology),
+        OsStr::new("--timings"),
         timings_path.as_os_str(),
-        "--".as_ref(),
-        COMMAND.as_ref(),
     ];
+    if let Some(name) = kernel {
+        args.extend([OsStr::new("--kernel"), OsStr::new(name)]);
+    }
+    args.extend([OsStr::new("--"), OsStr::new(COMMAND)]);
     let (status, whole) = super::run_lab_logged(lab_exe, &args, &[], &log_path).await?;
     let text = std::fs::read_to_string(&log_path).unwrap_or_default();
     if !status.success() {
@@ -300,8 +318,15 @@ impl RunBench {
             self.phase(|t| t.boot_s),
         );
         row("  lab overhead (whole minus boot)", self.overhead());
-        row("    process start to lab ready", self.phase(|t| t.ready_s));
-        row("    lab ready to QEMU start", self.phase(|t| t.to_qemu_s));
+        row(
+            "    on the host before QEMU starts",
+            self.phase(|t| t.ready_s + t.to_qemu_s),
+        );
+        row(
+            "      process start to lab ready",
+            self.phase(|t| t.ready_s),
+        );
+        row("      lab ready to QEMU start", self.phase(|t| t.to_qemu_s));
         row("    command round trip", self.phase(|t| t.command_s));
         row(
             "      of which the command in the guest",

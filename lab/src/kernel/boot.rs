@@ -4,7 +4,7 @@
 //! `vm::settings`).
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -179,30 +179,37 @@ pub(crate) fn apply_script(settings: &BootSettings) -> Result<String> {
 
 /// The prebuilt Debian 6.12 kernel (trixie's `linux-image-amd64` target, `linux-image-arm64`
 /// for aarch64 guests), unpacked into the cache. On x86 it has `ioatdma` but neither `ptdma`
-/// nor `dmatest`; recipe kernels have all three.
+/// nor `dmatest`; recipe kernels have all three. Warm (its lock entry resolved before and the
+/// package unpacked), this asks neither apt nor the network, as the QEMU bundle does.
 fn debian_kernel(cache: &Cache, arch: Arch) -> Result<BootKernel> {
-    let archive = Archive::open_for(cache, &[arch.debian()])?;
+    const KIND: &str = "debian-kernels";
+    const RELEASE: Option<&str> = Some("trixie");
+    const ONLY: Option<&str> = Some("linux-image-6.");
     let package = arch.debian_kernel_package();
     let bundle_name = match arch {
         // The x86 bundle keeps the name it had before other architectures.
         Arch::X86_64 => "kernel-debian-6.12".to_string(),
         _ => format!("kernel-debian-6.12-{}", arch.debian()),
     };
-    let bundle = debian::resolve_bundle(
-        &archive,
-        &debian::LockFile::default_path(),
-        &bundle_name,
-        &[package],
-        Some("trixie"),
-        Some("linux-image-6."),
-    )?;
+    let lock = debian::LockFile::default_path();
+    if let Some(resolved) =
+        debian::recorded_resolution(cache, &lock, &bundle_name, &[package], RELEASE, ONLY)?
+    {
+        if let Some(image) = resolved.packages.first() {
+            if let Some(entry) = cache.lookup(KIND, &unpacked_key(image)) {
+                resolved.note_substitutions();
+                return unpacked_kernel(&entry, image, arch);
+            }
+        }
+    }
+    let archive = Archive::open_for(cache, &[arch.debian()])?;
+    let bundle = debian::resolve_bundle(&archive, &lock, &bundle_name, &[package], RELEASE, ONLY)?;
     let image = bundle
         .packages
         .first()
         .with_context(|| format!("{package} resolved to no kernel image"))?
         .clone();
-    let key = hash_parts(&[("deb", image.sha256.as_bytes())])[..16].to_string();
-    let entry = cache.get_or_build("debian-kernels", &key, |dir| {
+    let entry = cache.get_or_build(KIND, &unpacked_key(&image), |dir| {
         crate::progress::step(format!(
             "unpacking Debian kernel {} {}",
             image.name, image.version
@@ -229,8 +236,19 @@ fn debian_kernel(cache: &Cache, arch: Arch) -> Result<BootKernel> {
         }
         Ok(())
     })?;
+    unpacked_kernel(&entry, &image, arch)
+}
+
+/// The cache key of an unpacked Debian kernel: its package's checksum.
+fn unpacked_key(image: &debian::PackageRef) -> String {
+    hash_parts(&[("deb", image.sha256.as_bytes())])[..16].to_string()
+}
+
+/// The kernel in an unpacked Debian kernel entry.
+fn unpacked_kernel(entry: &Path, image: &debian::PackageRef, arch: Arch) -> Result<BootKernel> {
     let boot = entry.join("boot");
-    let vmlinuz = fs::read_dir(&boot)?
+    let vmlinuz = fs::read_dir(&boot)
+        .with_context(|| format!("reading {}", boot.display()))?
         .flatten()
         .map(|e| e.path())
         .find(|p| {

@@ -1,6 +1,8 @@
 //! A [`Comparison`]: variants (the first is the base) and, per metric, one sample per boot of
 //! each. Its primary metrics are where it is decided (DIFFERENT, SAME or UNKNOWN, see
 //! [`crate::stats::decision`]); the others are shown with p-values adjusted for their number.
+//! A merged comparison may hold groups (one per accelerator, say): runs of variants each led by
+//! a base of its own, and each variant is compared with its group's base only.
 
 use std::collections::BTreeMap;
 
@@ -52,6 +54,10 @@ pub struct Comparison {
     name: String,
     variants: Vec<String>,
     metrics: Vec<Metric>,
+    /// The base of each group, in variant order, when there is more than one group: a group is
+    /// its base and the variants after it up to the next base. Empty: one group, base first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    bases: Vec<String>,
 }
 
 /// The unchecked JSON shape of a [`Comparison`].
@@ -61,6 +67,8 @@ struct ComparisonData {
     variants: Vec<String>,
     #[serde(default)]
     metrics: Vec<Metric>,
+    #[serde(default)]
+    bases: Vec<String>,
 }
 
 impl TryFrom<ComparisonData> for Comparison {
@@ -68,6 +76,7 @@ impl TryFrom<ComparisonData> for Comparison {
 
     fn try_from(data: ComparisonData) -> Result<Self, ReportError> {
         let mut c = Comparison::new(data.name, data.variants)?;
+        c.set_bases(&data.bases)?;
         for m in data.metrics {
             c.add_metric(&m.name, &m.unit, m.direction, m.magnitude)?;
             c.set_range(&m.name, m.range)?;
@@ -117,7 +126,97 @@ impl Comparison {
             name,
             variants,
             metrics: Vec::new(),
+            bases: Vec::new(),
         })
+    }
+
+    /// Splits the variants into groups, each led by one of `bases` (the first variant always
+    /// leads one): a group's variants are compared with its base only. Bases must be variants.
+    pub(crate) fn set_bases(&mut self, bases: &[String]) -> Result<(), ReportError> {
+        for b in bases {
+            self.check_variant(b)?;
+        }
+        let mut leads: Vec<String> = self
+            .variants
+            .iter()
+            .enumerate()
+            .filter(|(i, v)| *i == 0 || bases.contains(v))
+            .map(|(_, v)| v.clone())
+            .collect();
+        if leads.len() == 1 {
+            leads.clear();
+        }
+        self.bases = leads;
+        Ok(())
+    }
+
+    /// Each group's base, in variant order (the base alone when there is one group).
+    pub fn bases(&self) -> Vec<&str> {
+        if self.bases.is_empty() {
+            vec![self.base()]
+        } else {
+            self.bases.iter().map(String::as_str).collect()
+        }
+    }
+
+    /// Whether `variant` leads a group (is compared with nothing).
+    pub fn is_base(&self, variant: &str) -> bool {
+        self.bases().contains(&variant)
+    }
+
+    /// The base `variant` is compared with: its group's.
+    pub fn base_of(&self, variant: &str) -> &str {
+        let Some(at) = self.variants.iter().position(|v| v == variant) else {
+            return self.base();
+        };
+        self.variants[..=at]
+            .iter()
+            .rev()
+            .find(|v| self.is_base(v))
+            .map_or(self.base(), String::as_str)
+    }
+
+    /// Each group as a comparison of its own (its variants, base first, and their samples);
+    /// one group: the comparison itself.
+    pub fn groups(&self) -> Vec<Comparison> {
+        if self.bases.is_empty() {
+            return vec![self.clone()];
+        }
+        let bases = self.bases();
+        let mut groups: Vec<Vec<String>> = Vec::new();
+        for v in &self.variants {
+            if bases.contains(&v.as_str()) {
+                groups.push(Vec::new());
+            }
+            groups
+                .last_mut()
+                .expect("the first variant is a base")
+                .push(v.clone());
+        }
+        groups
+            .into_iter()
+            .map(|variants| {
+                let metrics = self
+                    .metrics
+                    .iter()
+                    .map(|m| Metric {
+                        samples: m
+                            .samples
+                            .iter()
+                            .filter(|(v, _)| variants.contains(v))
+                            .map(|(v, s)| (v.clone(), s.clone()))
+                            .collect(),
+                        ..m.clone()
+                    })
+                    .collect();
+                Comparison {
+                    name: self.name.clone(),
+                    variants,
+                    metrics,
+                    bases: Vec::new(),
+                }
+            })
+            .collect()
     }
 
     /// The comparison's name.
@@ -305,28 +404,29 @@ impl Comparison {
         }
     }
 
-    /// `variant` against the base for `metric`: what a table row shows.
+    /// `variant` against its base for `metric`: what a table row shows.
     pub(crate) fn change(&self, metric: &str, variant: &str) -> Result<Change, ReportError> {
         let range = self.metric(metric)?.range;
-        let base = self.samples(metric, self.base())?;
+        let base = self.samples(metric, self.base_of(variant))?;
         let other = self.samples(metric, variant)?;
         Change::between(base, other, range).map_err(|source| self.stats(metric, variant, source))
     }
 
-    /// The decision for `variant` against the base on `metric`, with its magnitude.
+    /// The decision for `variant` against its base on `metric`, with its magnitude.
     pub fn verdict(&self, metric: &str, variant: &str) -> Result<Verdict, ReportError> {
         let m = self.metric(metric)?;
-        let base = self.samples(metric, self.base())?;
+        let base = self.samples(metric, self.base_of(variant))?;
         let other = self.samples(metric, variant)?;
         decide(base, other, m.magnitude).map_err(|source| self.stats(metric, variant, source))
     }
 
-    /// Every primary metric's verdict for every variant but the base, in table order.
+    /// Every primary metric's verdict for every variant but the bases, in table order.
     pub fn verdicts(&self) -> Vec<(&str, &str, Result<Verdict, ReportError>)> {
         self.primaries()
             .flat_map(|m| {
-                self.variants[1..]
+                self.variants
                     .iter()
+                    .filter(|v| !self.is_base(v))
                     .map(move |v| (m.name.as_str(), v.as_str(), self.verdict(&m.name, v)))
             })
             .collect()
@@ -417,7 +517,7 @@ impl Comparison {
             verdict.decision.to_string()
         };
         let hint = match (
-            self.summary(metric, self.base()),
+            self.summary(metric, self.base_of(variant)),
             self.summary(metric, variant),
         ) {
             (Ok(b), Ok(v)) => verdict
@@ -428,7 +528,7 @@ impl Comparison {
         };
         Err(self.failure(format!(
             "{metric}: expected {variant:?} {expected} against {base:?}, got {got}: {numbers}{hint}",
-            base = self.base(),
+            base = self.base_of(variant),
             numbers = describe(&verdict, &m.unit),
         )))
     }
@@ -438,7 +538,8 @@ impl Comparison {
     }
 
     /// Every metric's numbers, in table order: what the text table and the HTML report show,
-    /// computed once here so both always agree. Secondary metrics' p-values are adjusted by
+    /// computed once here so both always agree. For one group: a grouped comparison's table
+    /// and page show each of [`Comparison::groups`] this way. Secondary metrics' p-values are adjusted by
     /// Holm over all of them (every secondary metric against every variant).
     pub(crate) fn rows(&self) -> Vec<MetricRow<'_>> {
         let mut rows: Vec<MetricRow<'_>> =
@@ -506,9 +607,22 @@ impl Comparison {
         }
     }
 
-    /// The comparison as an LKP-style table, the primary verdicts first (see `super::table`).
+    /// The comparison as an LKP-style table, the primary verdicts first (see `super::table`);
+    /// grouped, one such table per group, each against its own base.
     pub fn table(&self) -> String {
-        self.table_of(&self.rows())
+        let groups = self.groups();
+        if groups.len() == 1 {
+            return self.table_of(&self.rows());
+        }
+        let tables: Vec<String> = groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let head = format!("group {}/{}: base {}", i + 1, groups.len(), g.base());
+                format!("{head}\n{}", g.table())
+            })
+            .collect();
+        tables.join("\n")
     }
 
     /// [`Comparison::table`] from rows already computed.

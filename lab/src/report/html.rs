@@ -66,7 +66,7 @@ pub(crate) fn render(
     );
     let _ = write!(page, "<h1>{}</h1>\n<p class=\"legend\">", esc(c.name()));
     for (i, v) in c.variants().iter().enumerate() {
-        let role = if i == 0 { "base" } else { "variant" };
+        let role = if c.is_base(v) { "base" } else { "variant" };
         let _ = write!(
             page,
             "<span class=\"swatch\" style=\"background:{}\"></span>{} <small>({role})</small> ",
@@ -87,12 +87,18 @@ pub(crate) fn render(
             esc(failure)
         );
     }
-    let rows = c.rows();
+    // A grouped (merged) comparison: each group against its own base.
+    let groups = c.groups();
+    let rows: Vec<_> = groups.iter().map(Comparison::rows).collect();
     // The decision first, then the pictures: what a reader compares at a glance.
-    page += &verdicts(c, &rows);
+    for (g, rows) in groups.iter().zip(&rows) {
+        page += &verdicts(g, rows);
+    }
     page += &rejected(record);
     page += &heatmaps(record, record_path, picture, topology.as_ref())?;
-    page += &table(c, &rows);
+    for (g, rows) in groups.iter().zip(&rows) {
+        page += &table(g, rows);
+    }
     page += &dots(record);
     page += &manifest(record);
     page += &boots(record, record_dir);

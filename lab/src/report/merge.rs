@@ -2,7 +2,8 @@
 //! in input order, through `RunRecord::record_boot` like any run's, so the merged table is the
 //! table of one run with every boot. Records whose manifests differ in something that changes
 //! the result are refused, naming the field, unless the caller groups by it: then each of that
-//! field's values gets its own columns (`v6.12 [accelerator=kvm]`).
+//! field's values gets its own columns (`v6.12 [accelerator=kvm]`), led by a base column of its
+//! own, so no group is compared with another's base (a KVM run with a TCG one, say).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -264,7 +265,7 @@ pub(crate) fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Res
             refused.join("; manifest field ")
         );
     }
-    // Column name of (record, variant), in order of first appearance, base's group first.
+    // Column name of (record, variant).
     let column = |r: &RunRecord, variant: &str| {
         if splitting.is_empty() {
             return variant.to_string();
@@ -275,17 +276,34 @@ pub(crate) fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Res
             .collect();
         format!("{variant} [{}]", labels.join(" "))
     };
-    let mut columns: Vec<String> = Vec::new();
+    // A group per base column, in order of first appearance: its base, then the other columns
+    // of the records whose base column it is.
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    for (_, r) in records {
+        let names: Vec<String> = base.variants().iter().map(|v| column(r, v)).collect();
+        match groups.iter_mut().find(|g| g[0] == names[0]) {
+            Some(group) => {
+                for name in &names[1..] {
+                    if !group.contains(name) {
+                        group.push(name.clone());
+                    }
+                }
+            }
+            None => groups.push(names),
+        }
+    }
     // Each column must hold one value of every split field, or its boots would mix them.
     let mut values: BTreeMap<String, (Vec<Value>, &Path)> = BTreeMap::new();
-    for variant in base.variants() {
+    for name in groups.iter().flatten() {
         for (path, r) in records {
-            let name = column(r, variant);
+            let Some(variant) = base.variants().iter().find(|v| &column(r, v) == name) else {
+                continue;
+            };
             let these: Vec<Value> = splitting
                 .iter()
                 .map(|f| f.value(&r.manifest, variant))
                 .collect();
-            match values.get(&name) {
+            match values.get(name) {
                 Some((seen, other)) if seen != &these => bail!(
                     "{} and {}: column {name:?} would hold different values of a grouped field",
                     other.display(),
@@ -294,18 +312,28 @@ pub(crate) fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Res
                 Some(_) => {}
                 None => {
                     values.insert(name.clone(), (these, path));
-                    columns.push(name);
                 }
             }
         }
     }
-    if columns.len() != base.variants().len() {
-        // With groups, the base is the first record's base column.
-        let first_base = column(first, base.base());
-        columns.retain(|c| c != &first_base);
-        columns.insert(0, first_base);
+    // A column in two groups (its records agree on it but not on their base column) would be
+    // compared with two bases: refused, naming it.
+    for (i, group) in groups.iter().enumerate() {
+        if let Some(name) = group
+            .iter()
+            .find(|n| groups[i + 1..].iter().any(|g| g.contains(n)))
+        {
+            bail!(
+                "column {name:?} would be compared with two base columns ({} and a later one): \
+                 its records agree on the grouped fields for it but not for the base",
+                group[0]
+            );
+        }
     }
+    let columns: Vec<String> = groups.iter().flatten().cloned().collect();
     let mut definition = Comparison::new(base.name(), columns)?;
+    let bases: Vec<String> = groups.iter().map(|g| g[0].clone()).collect();
+    definition.set_bases(&bases)?;
     for m in base.metrics() {
         definition.add_metric(&m.name, &m.unit, m.direction, m.magnitude)?;
         definition.set_range(&m.name, m.range)?;
@@ -507,5 +535,65 @@ mod tests {
             .last()
             .unwrap()
             .starts_with("RETRIED lab-scenarios::dma_wakeup cross_llc: attempt 1 of 2 left out"));
+    }
+
+    /// A fixture's record as if run under `accel`, at a CI shard's path.
+    fn under(name: &str, accel: &str) -> (PathBuf, RunRecord) {
+        let mut r = RunRecord::read_json(&fixture(name)).unwrap();
+        r.manifest.accelerator = json!({ "name": accel });
+        (PathBuf::from(format!("results-{accel}/{name}.json")), r)
+    }
+
+    #[test]
+    fn grouped_by_accelerator_each_group_is_compared_with_its_own_base() {
+        // The KVM job's record first, as a sorted list of the jobs' results puts it; its boots
+        // differ from the TCG record's, so a TCG column against the KVM base shows other numbers.
+        let kvm = under("s1-cross-llc-a", "kvm");
+        let tcg = under("s1-cross-llc-b", "tcg-single");
+        let base = "v6.12";
+        let revert = "v6.12+wake-affine-idle-revert";
+        let col = |v: &str, accel: &str| format!("{v} [accelerator={accel}]");
+        for (records, first, second) in [
+            ([kvm.clone(), tcg.clone()], "kvm", "tcg-single"),
+            ([tcg.clone(), kvm.clone()], "tcg-single", "kvm"),
+        ] {
+            let merged = merge(&records, &[Field::Accelerator]).unwrap();
+            let c = merged.comparison();
+            assert_eq!(
+                c.variants(),
+                [
+                    col(base, first),
+                    col(revert, first),
+                    col(base, second),
+                    col(revert, second)
+                ]
+            );
+            assert_eq!(c.bases(), [col(base, first), col(base, second)]);
+            assert_eq!(c.base_of(&col(revert, second)), col(base, second));
+            // Every number of a group's column is that of its own record alone.
+            for ((_, alone), accel) in [(&kvm, "kvm"), (&tcg, "tcg-single")] {
+                for m in alone.comparison().metrics() {
+                    assert_eq!(
+                        c.change(&m.name, &col(revert, accel)).ok(),
+                        alone.comparison().change(&m.name, revert).ok(),
+                        "{} of {accel}",
+                        m.name
+                    );
+                }
+            }
+            let table = c.table();
+            assert!(
+                table.contains(&format!("group 1/2: base {}", col(base, first)))
+                    && table.contains(&format!("group 2/2: base {}", col(base, second))),
+                "{table}"
+            );
+            // The groups survive the record's JSON.
+            let dir = tempfile::tempdir().unwrap();
+            let back = RunRecord::read_json(&merged.write_json(dir.path()).unwrap()).unwrap();
+            assert_eq!(back.comparison().bases(), c.bases());
+        }
+        // Without grouping they are refused, naming the field.
+        let err = merge(&[kvm, tcg], &[]).unwrap_err().to_string();
+        assert!(err.contains("manifest field accelerator"), "{err}");
     }
 }

@@ -294,8 +294,10 @@ fn merge_refuses_records_that_differ_in_what_changes_the_result() {
         (
             Field::Parameters,
             Box::new(|v| {
-                v["manifest"]["parameters"]["variants"][0]["params"]["dmatest"]["polled"] =
-                    json!(true)
+                for variant in [0, 1] {
+                    v["manifest"]["parameters"]["variants"][variant]["params"]["dmatest"]
+                        ["polled"] = json!(true)
+                }
             }),
         ),
     ];
@@ -307,7 +309,8 @@ fn merge_refuses_records_that_differ_in_what_changes_the_result() {
             err.contains(&format!("manifest field {field}")) && err.contains("s1-cross-llc-b"),
             "{err}"
         );
-        // Grouped by it, each value gets its own columns, the first record's base first.
+        // Grouped by it, each value gets its own columns, the first record's base first; a
+        // group is a base column and the columns compared with it.
         let grouped = merge(&records, &[field]).unwrap();
         let variants = grouped.comparison().variants();
         assert!(
@@ -315,14 +318,27 @@ fn merge_refuses_records_that_differ_in_what_changes_the_result() {
             "{variants:?}"
         );
         assert!(variants[0].starts_with("v6.12 ["), "{variants:?}");
-        let want = if field == Field::Kernel || field == Field::Parameters {
-            3
+        // The revert's kernel differs, not the base's: one base for both revert columns.
+        let (want, groups) = if field == Field::Kernel {
+            (3, 1)
         } else {
-            4
+            (4, 2)
         };
         assert_eq!(variants.len(), want, "{field}: {variants:?}");
+        assert_eq!(grouped.comparison().bases().len(), groups, "{field}");
         assert_eq!(grouped.boots().len(), 20);
     }
+    // Only the base's parameters differ: the revert's one column would have two bases.
+    let other = edited(&b, |v| {
+        v["manifest"]["parameters"]["variants"][0]["params"]["dmatest"]["polled"] = json!(true)
+    });
+    let records = [(pa.clone(), a.clone()), (pb.clone(), other)];
+    let err = format!("{:#}", merge(&records, &[Field::Parameters]).unwrap_err());
+    assert!(
+        err.contains("v6.12+wake-affine-idle-revert [parameters=")
+            && err.contains("two base columns"),
+        "{err}"
+    );
     // Hosts and QEMU builds may differ: that is what merging is for.
     let other = edited(&b, |v| v["manifest"]["host"]["cpu"] = json!("Intel Xeon"));
     let merged = merge(&[(pa.clone(), a.clone()), (pb.clone(), other)], &[]).unwrap();
