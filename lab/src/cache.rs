@@ -7,10 +7,20 @@
 //! whose inputs are known by a key: a file's sha256 by its `stat`, a bundle's resolution by its
 //! lock entry, QEMU's version by its digest. The warm path reads them instead of hashing or
 //! asking apt again; a missing or unreadable memo only means recomputing.
+//!
+//! With `LAB_CACHE_REMOTE=oci://HOST[:PORT]/REPO` every lookup is local first, then the
+//! registry ([`remote`]: the entry pulled into staging, every file verified, then renamed into
+//! place under the same lock as a build), then a build. A remote that fails is said once
+//! through the reporter and the entry is built here. Pushes happen only when asked:
+//! [`push_entries`] (`lab cache push`) or `LAB_CACHE_PUSH=1` after each build.
+
+mod artifact;
+pub mod remote;
 
 use std::fs::{self, File};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
@@ -22,7 +32,14 @@ use sha2::{Digest, Sha256};
 #[derive(Debug, Clone)]
 pub struct Cache {
     root: PathBuf,
+    /// The registry behind the local cache (`LAB_CACHE_REMOTE`), if any.
+    remote: Option<Arc<remote::Remote>>,
+    /// Push every entry this process builds (`LAB_CACHE_PUSH=1`).
+    push_built: bool,
 }
+
+/// Set to `1` to push each entry to the remote after it was built (trusted main-branch CI).
+pub(crate) const PUSH_ENV: &str = "LAB_CACHE_PUSH";
 
 /// An exclusive lock on a cache key, released on drop (or when the process dies).
 #[derive(Debug)]
@@ -31,8 +48,9 @@ pub(crate) struct CacheLock {
 }
 
 impl Cache {
-    /// The cache `LAB_CACHE_DIR` names (default `~/.cache/lab`); the first call in a process
-    /// removes staging directories of builds that died.
+    /// The cache `LAB_CACHE_DIR` names (default `~/.cache/lab`), with the registry
+    /// `LAB_CACHE_REMOTE` names behind it; the first call in a process removes staging
+    /// directories of builds that died.
     pub fn from_env() -> Result<Cache> {
         let root = match std::env::var_os("LAB_CACHE_DIR") {
             Some(dir) => PathBuf::from(dir),
@@ -40,7 +58,15 @@ impl Cache {
                 .context("no cache directory: set LAB_CACHE_DIR or HOME")?
                 .join("lab"),
         };
-        let cache = Cache::at(root)?;
+        let mut cache = Cache::at(root)?;
+        cache.remote = remote::Remote::from_env()?.map(Arc::new);
+        cache.push_built = std::env::var(PUSH_ENV).is_ok_and(|v| v == "1");
+        if cache.push_built && cache.remote.is_none() {
+            anyhow::bail!(
+                "{PUSH_ENV}=1 needs {} to name a registry",
+                remote::REMOTE_ENV
+            );
+        }
         // Once per process: a lab killed mid-build left its staging dirs behind.
         static SWEPT: std::sync::Once = std::sync::Once::new();
         SWEPT.call_once(|| match cache.remove_all_stale_staging() {
@@ -56,7 +82,11 @@ impl Cache {
         let root = root.into();
         fs::create_dir_all(&root)
             .with_context(|| format!("creating cache dir {}", root.display()))?;
-        Ok(Cache { root })
+        Ok(Cache {
+            root,
+            remote: None,
+            push_built: false,
+        })
     }
 
     /// The cache's directory.
@@ -69,10 +99,149 @@ impl Cache {
         self.root.join(kind)
     }
 
-    /// The complete entry for `key`, if one exists.
+    /// The complete entry for `key`: local, else pulled from the remote (if one is set and
+    /// holds it). A remote that fails is reported and `None` returned: the caller builds.
     pub(crate) fn lookup(&self, kind: &str, key: &str) -> Option<PathBuf> {
+        if let Some(path) = self.lookup_local(kind, key) {
+            return Some(path);
+        }
+        let remote = self.remote.as_ref()?;
+        let _lock = match self.lock(&format!("{kind}-{key}")) {
+            Ok(lock) => lock,
+            Err(e) => {
+                crate::progress::warn(format!("not asking {}: {e:#}", remote.url()));
+                return None;
+            }
+        };
+        self.lookup_local(kind, key)
+            .or_else(|| self.pull_locked(remote, kind, key))
+    }
+
+    /// The complete entry for `key` in the local cache only.
+    pub(crate) fn lookup_local(&self, kind: &str, key: &str) -> Option<PathBuf> {
         let path = self.dir(kind).join(key);
         path.is_dir().then_some(path)
+    }
+
+    /// Pulls `kind`/`key` into staging and renames it into place; the caller holds its lock.
+    /// Any failure is reported (the entry is then built here) and leaves nothing behind.
+    fn pull_locked(&self, remote: &remote::Remote, kind: &str, key: &str) -> Option<PathBuf> {
+        if remote.unusable().is_some() {
+            return None;
+        }
+        let what = remote::entry_name(kind, key);
+        let pulled = (|| -> Result<Option<PathBuf>> {
+            let (tmp, scratch) = self.staging_pair(kind, key)?;
+            let started = std::time::Instant::now();
+            match remote.pull(kind, key, tmp.path(), scratch.path()) {
+                Ok(false) => Ok(None),
+                Ok(true) => {
+                    let dest = self.dir(kind).join(key);
+                    fs::rename(tmp.keep(), &dest)
+                        .with_context(|| format!("moving {} into the cache", dest.display()))?;
+                    crate::progress::step(format!(
+                        "pulled {what} from {} in {:.1} s",
+                        remote.url(),
+                        started.elapsed().as_secs_f64()
+                    ));
+                    Ok(Some(dest))
+                }
+                Err(failure) => Err(failure.into_error()),
+            }
+        })();
+        match pulled {
+            Ok(found) => found,
+            Err(e) => {
+                crate::progress::warn(format!("{e:#}; building {what} here instead"));
+                None
+            }
+        }
+    }
+
+    /// A staging dir for an entry and a scratch dir beside it (downloads, packed layers), both
+    /// named `<key>-<random>` so a dead process's are swept like a build's.
+    fn staging_pair(
+        &self,
+        kind: &str,
+        key: &str,
+    ) -> Result<(tempfile::TempDir, tempfile::TempDir)> {
+        let staging = self.dir(kind).join(".staging");
+        fs::create_dir_all(&staging)?;
+        let make = || {
+            tempfile::Builder::new()
+                .prefix(&format!("{key}-"))
+                .tempdir_in(&staging)
+        };
+        Ok((make()?, make()?))
+    }
+
+    /// Fetches optional layer `layer` (a kernel's `tree`) of the local entry `kind`/`key` from
+    /// the remote into the entry, if the entry lacks it and the remote has it. Takes the key's
+    /// lock. Returns whether the layer is there now; failures are reported, not returned.
+    pub(crate) fn fetch_layer(&self, kind: &str, key: &str, layer: &str) -> bool {
+        let Some(entry) = self.lookup_local(kind, key) else {
+            return false;
+        };
+        if entry.join(layer).exists() {
+            return true;
+        }
+        let Some(remote) = self.remote.as_ref().filter(|r| r.unusable().is_none()) else {
+            return false;
+        };
+        let what = remote::entry_name(kind, key);
+        let fetched = (|| -> Result<bool> {
+            let _lock = self.lock(&format!("{kind}-{key}"))?;
+            if entry.join(layer).exists() {
+                return Ok(true);
+            }
+            let (tmp, scratch) = self.staging_pair(kind, key)?;
+            let started = std::time::Instant::now();
+            match remote.pull_optional(kind, key, layer, tmp.path(), scratch.path()) {
+                Ok(false) => Ok(false),
+                Ok(true) => {
+                    fs::rename(tmp.path().join(layer), entry.join(layer))?;
+                    crate::progress::step(format!(
+                        "pulled {what}'s {layer} from {} in {:.1} s",
+                        remote.url(),
+                        started.elapsed().as_secs_f64()
+                    ));
+                    Ok(true)
+                }
+                Err(failure) => Err(failure.into_error()),
+            }
+        })();
+        match fetched {
+            Ok(there) => there,
+            Err(e) => {
+                crate::progress::warn(format!("{e:#}; going on without {what}'s {layer}"));
+                false
+            }
+        }
+    }
+
+    /// Pushes the local entry `kind`/`key` to the remote, unless its tag exists there.
+    pub fn push(&self, kind: &str, key: &str) -> Result<remote::Pushed> {
+        let remote = self
+            .remote
+            .as_ref()
+            .with_context(|| format!("no cache remote: set {}", remote::REMOTE_ENV))?;
+        let _lock = self.lock(&format!("{kind}-{key}"))?;
+        self.push_locked(remote, kind, key)
+    }
+
+    fn push_locked(
+        &self,
+        remote: &remote::Remote,
+        kind: &str,
+        key: &str,
+    ) -> Result<remote::Pushed> {
+        let entry = self
+            .lookup_local(kind, key)
+            .with_context(|| format!("no cache entry {kind}/{key} in {}", self.root.display()))?;
+        let (_unused, scratch) = self.staging_pair(kind, key)?;
+        remote
+            .push(kind, key, &entry, scratch.path())
+            .map_err(remote::Failure::into_error)
     }
 
     /// Takes an exclusive lock named `name` (blocking until it is free).
@@ -95,12 +264,17 @@ impl Cache {
         key: &str,
         build: impl FnOnce(&Path) -> Result<()>,
     ) -> Result<PathBuf> {
-        if let Some(path) = self.lookup(kind, key) {
+        if let Some(path) = self.lookup_local(kind, key) {
             return Ok(path);
         }
         let _lock = self.lock(&format!("{kind}-{key}"))?;
-        if let Some(path) = self.lookup(kind, key) {
+        if let Some(path) = self.lookup_local(kind, key) {
             return Ok(path);
+        }
+        if let Some(remote) = &self.remote {
+            if let Some(path) = self.pull_locked(remote, kind, key) {
+                return Ok(path);
+            }
         }
         let staging = self.dir(kind).join(".staging");
         fs::create_dir_all(&staging)?;
@@ -112,6 +286,14 @@ impl Cache {
         let built = tmp.keep();
         fs::rename(&built, &dest)
             .with_context(|| format!("moving {} into the cache", dest.display()))?;
+        if let Some(remote) = self.remote.as_ref().filter(|_| self.push_built) {
+            // A failed push never fails the build: the entry is here, the next push retries.
+            let what = remote::entry_name(kind, key);
+            match self.push_locked(remote, kind, key) {
+                Ok(pushed) => crate::progress::step(format!("{what}: {pushed}")),
+                Err(e) => crate::progress::warn(format!("{what} not pushed: {e:#}")),
+            }
+        }
         Ok(dest)
     }
 
@@ -169,6 +351,35 @@ impl Cache {
         Ok(sha256)
     }
 
+    /// The kinds that hold entries: every directory with a `.staging` (each build and pull
+    /// makes one), so a new kind needs no list.
+    pub(crate) fn kinds(&self) -> Result<Vec<String>> {
+        let mut kinds = Vec::new();
+        for entry in fs::read_dir(&self.root)?.flatten() {
+            let kind = entry.file_name().to_string_lossy().into_owned();
+            if !kind.starts_with('.') && entry.path().join(".staging").is_dir() {
+                kinds.push(kind);
+            }
+        }
+        kinds.sort();
+        Ok(kinds)
+    }
+
+    /// The keys of the complete entries of `kind`, sorted.
+    pub(crate) fn entries(&self, kind: &str) -> Result<Vec<String>> {
+        let Ok(dir) = fs::read_dir(self.dir(kind)) else {
+            return Ok(Vec::new());
+        };
+        let mut keys: Vec<String> = dir
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|k| !k.starts_with('.'))
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
     /// [`Cache::remove_stale_staging`] for every kind (kernels, images, QEMU, ...).
     pub(crate) fn remove_all_stale_staging(&self) -> Result<usize> {
         let mut removed = 0;
@@ -206,6 +417,107 @@ impl Cache {
             }
         }
         Ok(removed)
+    }
+}
+
+/// `lab cache push`: entry `KIND/KEY` (a unique key prefix will do), or every entry with
+/// `None`. Tags already on the registry are left alone and said so; an entry that fails does
+/// not stop the others, and the error lists every outcome.
+pub fn push_entries(cache: &Cache, entry: Option<&str>) -> Result<PushReport> {
+    let mut wanted = Vec::new();
+    match entry {
+        Some(spec) => {
+            let (kind, prefix) = spec
+                .split_once('/')
+                .with_context(|| format!("{spec:?}: name an entry as KIND/KEY"))?;
+            let keys: Vec<String> = cache
+                .entries(kind)?
+                .into_iter()
+                .filter(|k| k.starts_with(prefix))
+                .collect();
+            match keys.as_slice() {
+                [key] => wanted.push((kind.to_string(), key.clone())),
+                [] => anyhow::bail!("no cache entry {spec} in {}", cache.root.display()),
+                _ => anyhow::bail!(
+                    "{spec} matches {} entries: give more of the key",
+                    keys.len()
+                ),
+            }
+        }
+        None => {
+            for kind in cache.kinds()? {
+                for key in cache.entries(&kind)? {
+                    wanted.push((kind.clone(), key));
+                }
+            }
+        }
+    }
+    let mut report = PushReport::default();
+    for (kind, key) in wanted {
+        let started = std::time::Instant::now();
+        let outcome = cache.push(&kind, &key).map_err(|e| format!("{e:#}"));
+        report
+            .entries
+            .push((remote::entry_name(&kind, &key), outcome, started.elapsed()));
+    }
+    let failed = report.entries.iter().filter(|e| e.1.is_err()).count();
+    if failed > 0 {
+        anyhow::bail!(
+            "{report}\n{failed} of {} entries not pushed",
+            report.entries.len()
+        );
+    }
+    Ok(report)
+}
+
+/// What [`push_entries`] did, one line per entry.
+#[derive(Debug, Default)]
+pub struct PushReport {
+    entries: Vec<(
+        String,
+        std::result::Result<remote::Pushed, String>,
+        Duration,
+    )>,
+}
+
+impl std::fmt::Display for PushReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (what, outcome, took) in &self.entries {
+            match outcome {
+                Ok(pushed) => writeln!(f, "{what}: {pushed} ({:.1} s)", took.as_secs_f64())?,
+                Err(e) => writeln!(f, "{what}: error: {e}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for remote::Pushed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mb = |b: u64| b as f64 / 1e6;
+        match self {
+            remote::Pushed::AlreadyThere => {
+                write!(
+                    f,
+                    "already on the registry, left alone (tags are never overwritten)"
+                )
+            }
+            remote::Pushed::Uploaded {
+                layers,
+                entry_bytes,
+            } => {
+                let layers: Vec<String> = layers
+                    .iter()
+                    .map(|(name, size)| format!("{name} {:.1} MB", mb(*size)))
+                    .collect();
+                write!(
+                    f,
+                    "pushed {:.1} MB of files as {}",
+                    mb(*entry_bytes),
+                    layers.join(", ")
+                )
+            }
+        }
     }
 }
 

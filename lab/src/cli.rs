@@ -228,6 +228,11 @@ pub enum Cmd {
         #[command(subcommand)]
         command: KernelCmd,
     },
+    /// The cache and its remote registry (`LAB_CACHE_REMOTE=oci://HOST[:PORT]/REPO`).
+    Cache {
+        #[command(subcommand)]
+        command: CacheCmd,
+    },
     /// The lab's own test suite: `cargo nextest run --workspace ARGS` in this checkout, with
     /// cargo-nextest installed first where it is missing (the version `.config/nextest.toml`
     /// names), then the tests that skipped a part marked skipped in the run's JUnit report.
@@ -443,6 +448,8 @@ pub enum KernelCmd {
     Build { recipes: Vec<String> },
     /// List cached kernels.
     List,
+    /// The cache key each recipe needs here, one line per recipe: NAME ARCH KEY.
+    Keys,
     /// Remove cached kernels no current recipe uses.
     Gc {
         /// Remove every cached kernel.
@@ -454,6 +461,20 @@ pub enum KernelCmd {
         /// Only say what would be removed.
         #[arg(long)]
         dry_run: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum CacheCmd {
+    /// Push cache entries to `LAB_CACHE_REMOTE` (credentials: `LAB_CACHE_USER`,
+    /// `LAB_CACHE_PASSWORD`). A tag already there is left alone: keys hash inputs.
+    Push {
+        /// The entry as KIND/KEY (`kernels/0a12d83ed5`: a unique key prefix will do).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        entry: Option<String>,
+        /// Every entry of every kind.
+        #[arg(long)]
+        all: bool,
     },
 }
 

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use cli::{BenchCmd, Cli, Cmd, HostCmd, KernelCmd, LockCmd, ReportCmd, TopologyCmd};
+use cli::{BenchCmd, CacheCmd, Cli, Cmd, HostCmd, KernelCmd, LockCmd, ReportCmd, TopologyCmd};
+use lab::cache::{push_entries, Cache};
+use lab::debian::update_default_lock;
 use lab::topology::Topology;
 
 fn main() {
@@ -140,7 +142,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
         Cmd::Host { command } => match command {
             HostCmd::Restore => print!(
                 "{}",
-                lab::devices::passthrough::restore_host(&lab::cache::Cache::from_env()?)?
+                lab::devices::passthrough::restore_host(&Cache::from_env()?)?
             ),
             HostCmd::Show { host } => print!(
                 "{}",
@@ -205,6 +207,9 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             results,
         } => report(results, html)?,
         Cmd::Kernel { command } => kernel(command).await?,
+        Cmd::Cache {
+            command: CacheCmd::Push { entry, .. },
+        } => print!("{}", push_entries(&Cache::from_env()?, entry.as_deref())?),
         Cmd::Test { args } => {
             let run = lab::nextest::test_suite(&args)?;
             match &run.skips {
@@ -216,10 +221,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
         }
         Cmd::Lock {
             command: LockCmd::Update { bundles },
-        } => {
-            let cache = lab::cache::Cache::from_env()?;
-            print!("{}", lab::debian::update_default_lock(&cache, &bundles)?);
-        }
+        } => print!("{}", update_default_lock(&Cache::from_env()?, &bundles)?),
     }
     Ok(0)
 }
@@ -263,11 +265,8 @@ async fn compare(request: &mut lab::scenarios::Request, exit_code: bool) -> Resu
     if let Some(note) = lab.accelerator_note() {
         eprintln!("lab: {note}");
     }
-    Ok(if exit_code {
-        outcome.comparison().bisect_exit_code()
-    } else {
-        0
-    })
+    let code = outcome.comparison().bisect_exit_code();
+    Ok(if exit_code { code } else { 0 })
 }
 
 /// `lab bench [SUBCOMMAND]`: measured in the library, printed here.
@@ -340,7 +339,7 @@ fn report_command(command: ReportCmd) -> Result<()> {
     Ok(())
 }
 
-/// `lab kernel build|list|gc`.
+/// `lab kernel build|list|keys|gc`.
 async fn kernel(command: KernelCmd) -> Result<()> {
     let cache = lab::cache::Cache::from_env()?;
     let opts = lab::kernel::BuildOptions::default();
@@ -355,6 +354,7 @@ async fn kernel(command: KernelCmd) -> Result<()> {
             }
         }
         KernelCmd::List => print!("{}", lab::kernel::list_table(&cache)?),
+        KernelCmd::Keys => print!("{}", lab::kernel::keys_table(&cache, &opts)?),
         KernelCmd::Gc {
             all,
             drop_trees,

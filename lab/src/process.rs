@@ -15,7 +15,8 @@
 //! children this way.
 //!
 //! Public: [`watch_parent`], which a test process or the CLI calls once so it dies with its
-//! runner, and [`status`], a command run to completion under a watcher.
+//! runner, [`status`], a command run to completion under a watcher, and [`spawn_in_group`],
+//! a test's helper process that dies with it.
 
 /// Host CPUs a pin may name: the size of the affinity set (`cpu_set_t`) the lab passes to
 /// `sched_setaffinity`.
@@ -228,14 +229,17 @@ pub(crate) fn affinity_of(tid: u32) -> std::io::Result<Vec<u32>> {
     }
 }
 
-/// A synchronous child in its own process group.
+/// A synchronous child in its own process group, killed (the whole group) when this drops and
+/// by the kernel when the lab dies. Public for tests that run a helper beside the lab (the
+/// remote-cache test's registry).
 #[derive(Debug)]
-pub(crate) struct GroupChild {
+pub struct GroupChild {
     child: Child,
 }
 
-/// Spawns `cmd` isolated as above.
-pub(crate) fn spawn_in_group(cmd: &mut Command) -> Result<GroupChild> {
+/// Spawns `cmd` isolated as above: its own process group, `PR_SET_PDEATHSIG` (so spawn it from
+/// a thread that lives as long as the child should).
+pub fn spawn_in_group(cmd: &mut Command) -> Result<GroupChild> {
     isolate(cmd);
     let child = cmd
         .spawn()
@@ -244,12 +248,13 @@ pub(crate) fn spawn_in_group(cmd: &mut Command) -> Result<GroupChild> {
 }
 
 impl GroupChild {
-    #[cfg(test)]
-    pub(crate) fn id(&self) -> u32 {
+    /// The child's pid (its process group's id).
+    pub fn id(&self) -> u32 {
         self.child.id()
     }
 
-    pub(crate) fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+    /// Its exit status, if it has exited.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
         self.child.try_wait()
     }
 

@@ -331,8 +331,14 @@ pub(crate) fn build_recipe(
         Some(b) => Some(build_recipe(cache, b, opts)?),
         None => None,
     };
-    if cache.lookup(KIND, &key).is_none() {
-        super::tools::ensure_build_tools(&cache.dir("logs"))?;
+    if let Some(dir) = cache.lookup(KIND, &key) {
+        return BuiltKernel::open(&dir);
+    }
+    super::tools::ensure_build_tools(&cache.dir("logs"))?;
+    // A base pulled from the remote cache came without its object tree (an optional layer):
+    // fetch it now that a variant must be built from it.
+    if let Some(b) = base.as_ref().filter(|b| b.tree().is_none()) {
+        cache.fetch_layer(KIND, &b.manifest.key, "tree");
     }
     let failed_dir = cache.dir(KIND).join(".failed");
     let dir = cache.get_or_build(KIND, &key, |tmp| {
@@ -930,13 +936,35 @@ pub(crate) fn list(cache: &Cache) -> Result<Vec<CachedKernel>> {
 
 /// The key each recipe in `opts.dirs` currently maps to (sources resolved from the lock file).
 pub(crate) fn current_keys(cache: &Cache, opts: &BuildOptions) -> Result<Vec<(String, String)>> {
+    Ok(recipe_keys(cache, opts)?
+        .into_iter()
+        .map(|(name, _, key)| (name, key))
+        .collect())
+}
+
+/// (recipe, architecture, key) of every recipe in `opts.dirs`, by name.
+fn recipe_keys(
+    cache: &Cache,
+    opts: &BuildOptions,
+) -> Result<Vec<(String, crate::arch::Arch, String)>> {
     let mut resolver = SourceResolver::new(cache, opts.lock_path.clone());
     let mut out = Vec::new();
     for name in recipe::recipe_names(&opts.dirs)? {
         let recipe = recipe::load(&opts.dirs, &name)?;
         let toolchain = toolchain_id(cache, recipe.arch)?;
         let source = resolver.resolve_offline(&recipe.source)?;
-        out.push((name, cache_key(&recipe, &source, &toolchain)));
+        out.push((name, recipe.arch, cache_key(&recipe, &source, &toolchain)));
+    }
+    Ok(out)
+}
+
+/// `lab kernel keys`: one line per recipe, `NAME ARCH KEY`, the cache keys the current recipes
+/// need on this host's toolchain (what a workflow pushes or pulls as `kernels/KEY`). Nothing is
+/// built or downloaded.
+pub fn keys_table(cache: &Cache, opts: &BuildOptions) -> Result<String> {
+    let mut out = String::new();
+    for (name, arch, key) in recipe_keys(cache, opts)? {
+        out.push_str(&format!("{name} {} {key}\n", arch.name()));
     }
     Ok(out)
 }

@@ -1,0 +1,507 @@
+//! The remote cache against a real registry: Debian's `docker-registry` (distribution 2.8)
+//! started by each test on 127.0.0.1 with a free port and its own storage, killed with the test.
+//! Everything goes through the `lab` binary with `LAB_CACHE_REMOTE`, as a workflow would.
+//!
+//! The temp caches share the host's cache for everything the test does not look at (QEMU, apt
+//! state, memos, CPU slots, and kernels or images as the test says) through symlinks, so only
+//! the kind under test starts empty and nothing is provisioned twice.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+const REPO: &str = "lab-test";
+
+/// A `docker-registry serve` of this test, with its storage in a temp dir.
+struct Registry {
+    _child: lab::process::GroupChild,
+    port: u16,
+    storage: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    /// Starts one; `None` (after a LAB-SKIP line) where the binary is missing.
+    fn start(part: &str, htpasswd: Option<&str>) -> Option<Registry> {
+        let Some(bin) = which("docker-registry") else {
+            lab::skip::host_lacks(
+                part,
+                "no docker-registry binary",
+                "Install Debian's docker-registry package \
+                 (`apt-get install --no-install-recommends docker-registry`; .ci/run does).",
+            );
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let storage = dir.path().join("storage");
+        std::fs::create_dir_all(&storage).unwrap();
+        let port = free_port();
+        let auth = match htpasswd {
+            Some(line) => {
+                let file = dir.path().join("htpasswd");
+                std::fs::write(&file, format!("{line}\n")).unwrap();
+                format!(
+                    "auth:\n  htpasswd:\n    realm: lab-test\n    path: {}\n",
+                    file.display()
+                )
+            }
+            None => String::new(),
+        };
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    \
+                 rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n{auth}",
+                storage.display()
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(dir.path().join("registry.log")).unwrap();
+        let mut child = lab::process::spawn_in_group(
+            Command::new(bin)
+                .arg("serve")
+                .arg(&config)
+                .stdout(log.try_clone().unwrap())
+                .stderr(log),
+        )
+        .unwrap();
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                let log = std::fs::read_to_string(dir.path().join("registry.log")).unwrap();
+                panic!("docker-registry exited ({status}):\n{log}");
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "docker-registry did not listen on {port} within 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(Registry {
+            _child: child,
+            port,
+            storage,
+            _dir: dir,
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("oci://127.0.0.1:{}/{REPO}", self.port)
+    }
+
+    /// The storage file of the first layer blob of tag `tag`.
+    fn first_layer_blob(&self, tag: &str) -> PathBuf {
+        let v2 = self.storage.join("docker/registry/v2");
+        let link = v2.join(format!(
+            "repositories/{REPO}/_manifests/tags/{tag}/current/link"
+        ));
+        let manifest_digest =
+            std::fs::read_to_string(&link).unwrap_or_else(|e| panic!("{}: {e}", link.display()));
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(blob_path(&v2, manifest_digest.trim())).unwrap())
+                .unwrap();
+        let layer = manifest["layers"][0]["digest"].as_str().unwrap();
+        blob_path(&v2, layer)
+    }
+}
+
+fn blob_path(v2: &Path, digest: &str) -> PathBuf {
+    let hex = digest.strip_prefix("sha256:").unwrap();
+    v2.join(format!("blobs/sha256/{}/{hex}/data", &hex[..2]))
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// A temp cache whose every top-level directory but `own` links to the host's cache (its locks
+/// included).
+fn cache_sharing_all_but(own: &[&str]) -> tempfile::TempDir {
+    let shared = lab::cache::Cache::from_env().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(shared.root()).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // `.locks` too: a lab on this cache sweeps the staging dirs of the shared kinds whose
+        // locks are free, so it must see the shared cache's locks (a live build's, a push's).
+        if own.contains(&name.as_str()) || (name.starts_with('.') && name != ".locks") {
+            continue;
+        }
+        std::os::unix::fs::symlink(entry.path(), dir.path().join(&name)).unwrap();
+    }
+    for kind in own {
+        std::fs::create_dir_all(dir.path().join(kind)).unwrap();
+    }
+    dir
+}
+
+/// Runs the lab binary with `env` (`LAB_CACHE_*`; `LAB_CACHE_PUSH` always removed).
+fn lab_cmd(bin: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::new(bin);
+    cmd.args(args).env_remove("LAB_CACHE_PUSH");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn sha256(path: &Path) -> String {
+    format!("{:x}", Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+fn only_entry(dir: &Path) -> String {
+    let keys: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    assert_eq!(keys.len(), 1, "{}: {keys:?}", dir.display());
+    keys[0].clone()
+}
+
+/// v6.12 pushed from the host's cache (built the normal way first where it is missing), pulled
+/// into an empty kernel cache, and booted with no build step; its object tree, an optional
+/// layer, comes only when a variant is built from it.
+#[test]
+fn a_pushed_kernel_boots_from_an_empty_cache_without_a_build() {
+    lab::process::watch_parent();
+    let Some(bin) = common::lab_binary("remote cache: kernel") else {
+        return;
+    };
+    let Some(registry) = Registry::start("remote cache: kernel", None) else {
+        return;
+    };
+    let url = registry.url();
+    let built = lab_cmd(&bin, &[], &["kernel", "build", "v6.12"]);
+    assert!(built.status.success(), "{}", text(&built));
+    let keys = lab_cmd(&bin, &[], &["kernel", "keys"]);
+    assert!(keys.status.success(), "{}", text(&keys));
+    let keys = String::from_utf8_lossy(&keys.stdout).into_owned();
+    let key = keys
+        .lines()
+        .find_map(|l| l.strip_prefix("v6.12 x86_64 "))
+        .unwrap_or_else(|| panic!("no v6.12 line in `lab kernel keys`:\n{keys}"))
+        .to_string();
+    let shared = lab::cache::Cache::from_env()
+        .unwrap()
+        .dir("kernels")
+        .join(&key);
+    assert!(shared.join("bzImage").is_file(), "{}", shared.display());
+
+    let started = Instant::now();
+    let entry = format!("kernels/{}", &key[..10]);
+    let pushed = lab_cmd(
+        &bin,
+        &[("LAB_CACHE_REMOTE", &url)],
+        &["cache", "push", &entry],
+    );
+    let push_time = started.elapsed();
+    assert!(pushed.status.success(), "{}", text(&pushed));
+    let said = String::from_utf8_lossy(&pushed.stdout).into_owned();
+    assert!(
+        said.contains("pushed") && said.contains("files.tar.zst"),
+        "{said}"
+    );
+    println!("push of v6.12: {push_time:.1?}: {said}");
+    // A second push leaves the tag alone.
+    let again = lab_cmd(
+        &bin,
+        &[("LAB_CACHE_REMOTE", &url)],
+        &["cache", "push", &entry],
+    );
+    assert!(again.status.success(), "{}", text(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("already on the registry"),
+        "{}",
+        text(&again)
+    );
+
+    // Kernels empty here; QEMU, images, apt state shared.
+    let cache = cache_sharing_all_but(&["kernels"]);
+    let env = [
+        ("LAB_CACHE_REMOTE", url.as_str()),
+        ("LAB_CACHE_DIR", cache.path().to_str().unwrap()),
+        // A build's phases are info lines ("kernel v6.12: unpacking ..."): shown, so that one
+        // would be seen.
+        ("LAB_LOG", "lab=info"),
+    ];
+    let started = Instant::now();
+    let run = lab_cmd(
+        &bin,
+        &env,
+        &["run", "--kernel", "v6.12", "--", "uname", "-r"],
+    );
+    let run_time = started.elapsed();
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    assert!(out.contains(&format!("pulled {entry} from {url}")), "{out}");
+    assert!(
+        !out.contains("kernel v6.12: ") && !out.contains("lab: kernel v6.12 ..."),
+        "a build step ran:\n{out}"
+    );
+    let pulled = cache.path().join("kernels").join(&key);
+    assert_eq!(
+        sha256(&pulled.join("bzImage")),
+        sha256(&shared.join("bzImage"))
+    );
+    // The build log is the pushed one, byte for byte: nothing here wrote one.
+    assert_eq!(
+        sha256(&pulled.join("build.log")),
+        sha256(&shared.join("build.log"))
+    );
+    assert!(!cache.path().join("kernels/.failed").exists());
+    let release: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(pulled.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout).trim(),
+        release["release"].as_str().unwrap()
+    );
+    assert!(
+        !pulled.join("tree").exists(),
+        "the tree came without a variant build"
+    );
+    println!("pull + boot of v6.12 into an empty cache: {run_time:.1?}");
+
+    // A variant that is not on the registry is built here from v6.12's tree, which is pulled
+    // for it; the result is bit-identical to the host's own build of the same key.
+    let started = Instant::now();
+    let variant = lab_cmd(
+        &bin,
+        &env,
+        &["kernel", "build", "v6.12+wake-affine-idle-revert"],
+    );
+    let variant_time = started.elapsed();
+    let out = text(&variant);
+    assert!(variant.status.success(), "{out}");
+    assert!(
+        out.contains(&format!("pulled {entry}'s tree from {url}")),
+        "{out}"
+    );
+    assert!(pulled.join("tree/obj/.config").is_file());
+    let variant_key = only_entry_other_than(&cache.path().join("kernels"), &key);
+    let here = cache.path().join("kernels").join(&variant_key);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(here.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(
+        manifest["build"]["incremental_from"].as_str(),
+        Some(key.as_str())
+    );
+    let host_build = lab::cache::Cache::from_env()
+        .unwrap()
+        .dir("kernels")
+        .join(&variant_key)
+        .join("bzImage");
+    let identical = host_build
+        .is_file()
+        .then(|| sha256(&host_build) == sha256(&here.join("bzImage")));
+    println!(
+        "revert variant built from the pulled tree in {variant_time:.1?}: bzImage {} \
+         (bit-identical to the host's build: {identical:?})",
+        sha256(&here.join("bzImage"))
+    );
+    if let Some(identical) = identical {
+        assert!(
+            identical,
+            "the revert built from a pulled tree differs from the host's build"
+        );
+    }
+}
+
+fn only_entry_other_than(dir: &Path, key: &str) -> String {
+    let keys: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.') && n != key)
+        .collect();
+    assert_eq!(keys.len(), 1, "{}: {keys:?}", dir.display());
+    keys[0].clone()
+}
+
+/// A guest image (a cheap kind): with a registry that is down, a clear error naming it, then the
+/// image built here; pushed to a real one, a layer blob changed on the registry's storage is
+/// refused and named, and the image built here again; unchanged, it is pulled and booted.
+#[test]
+fn a_down_registry_and_a_corrupt_blob_fall_back_to_building() {
+    lab::process::watch_parent();
+    let Some(bin) = common::lab_binary("remote cache: images") else {
+        return;
+    };
+    // Nobody listens there.
+    let down = format!("oci://127.0.0.1:{}/{REPO}", free_port());
+    let first = cache_sharing_all_but(&["images"]);
+    let env = [
+        ("LAB_CACHE_REMOTE", down.as_str()),
+        ("LAB_CACHE_DIR", first.path().to_str().unwrap()),
+    ];
+    let started = Instant::now();
+    let run = lab_cmd(&bin, &env, &["run", "--", "true"]);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    assert!(
+        out.contains(&format!("cache remote {down} is unreachable"))
+            && out.contains("here instead"),
+        "{out}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(300), "{out}");
+    let key = only_entry(&first.path().join("images"));
+    let entry = format!("images/{}", &key[..10]);
+
+    let Some(registry) = Registry::start("remote cache: images", None) else {
+        return;
+    };
+    let url = registry.url();
+    let push_env = [
+        ("LAB_CACHE_REMOTE", url.as_str()),
+        ("LAB_CACHE_DIR", first.path().to_str().unwrap()),
+    ];
+    let pushed = lab_cmd(
+        &bin,
+        &push_env,
+        &["cache", "push", &format!("images/{key}")],
+    );
+    assert!(pushed.status.success(), "{}", text(&pushed));
+
+    // One byte of the layer changed where the registry keeps it.
+    let blob = registry.first_layer_blob(&format!("images-{key}"));
+    let original = std::fs::read(&blob).unwrap();
+    let mut changed = original.clone();
+    let at = changed.len() / 2;
+    changed[at] ^= 0xff;
+    std::fs::write(&blob, &changed).unwrap();
+    let second = cache_sharing_all_but(&["images"]);
+    let env = [
+        ("LAB_CACHE_REMOTE", url.as_str()),
+        ("LAB_CACHE_DIR", second.path().to_str().unwrap()),
+    ];
+    let run = lab_cmd(&bin, &env, &["run", "--", "true"]);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    assert!(
+        out.contains(&entry) && out.contains("corrupt") && out.contains("refused"),
+        "{out}"
+    );
+    assert!(
+        out.contains("initramfs.cpio"),
+        "the refusal names no file:\n{out}"
+    );
+    assert!(
+        out.contains(&format!("building {entry} here instead")),
+        "{out}"
+    );
+    assert!(!out.contains(&format!("pulled {entry}")), "{out}");
+    assert_eq!(only_entry(&second.path().join("images")), key);
+    let staging = second.path().join("images/.staging");
+    assert!(
+        std::fs::read_dir(&staging).map_or(true, |d| d.count() == 0),
+        "the refused pull left files in {}",
+        staging.display()
+    );
+
+    // The blob as pushed: pulled, verified, booted, no image built.
+    std::fs::write(&blob, &original).unwrap();
+    let third = cache_sharing_all_but(&["images"]);
+    let env = [
+        ("LAB_CACHE_REMOTE", url.as_str()),
+        ("LAB_CACHE_DIR", third.path().to_str().unwrap()),
+    ];
+    let run = lab_cmd(&bin, &env, &["run", "--", "true"]);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    assert!(out.contains(&format!("pulled {entry} from {url}")), "{out}");
+    assert!(!out.contains("here instead"), "{out}");
+    let image = |c: &Path| sha256(&c.join("images").join(&key).join("initramfs.cpio"));
+    assert_eq!(image(third.path()), image(first.path()));
+}
+
+/// A registry with htpasswd auth: a wrong password and anonymous access are refused with errors
+/// that name the remote and the credentials; the right ones push.
+#[test]
+fn registry_auth_failures_are_clear_errors() {
+    lab::process::watch_parent();
+    let Some(bin) = common::lab_binary("remote cache: auth") else {
+        return;
+    };
+    let Some(htpasswd) = which("htpasswd") else {
+        lab::skip::host_lacks(
+            "remote cache: auth",
+            "no htpasswd binary",
+            "Install apache2-utils (.ci/run does).",
+        );
+        return;
+    };
+    let line = Command::new(htpasswd)
+        .args(["-Bbn", "lab", "right-password"])
+        .output()
+        .unwrap();
+    assert!(line.status.success());
+    let line = String::from_utf8(line.stdout).unwrap();
+    let Some(registry) = Registry::start("remote cache: auth", Some(line.trim())) else {
+        return;
+    };
+    let url = registry.url();
+    // Any small entry of the host's cache will do: one image.
+    let shared = lab::cache::Cache::from_env().unwrap();
+    let Some(key) = std::fs::read_dir(shared.dir("images"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| !n.starts_with('.'))
+    else {
+        lab::skip::host_lacks(
+            "remote cache: auth",
+            "no guest image in the cache",
+            "Run `lab prepare` first.",
+        );
+        return;
+    };
+    let entry = format!("images/{key}");
+    let push = |env: &[(&str, &str)]| {
+        let mut all = vec![("LAB_CACHE_REMOTE", url.as_str())];
+        all.extend_from_slice(env);
+        lab_cmd(&bin, &all, &["cache", "push", &entry])
+    };
+    let wrong = push(&[("LAB_CACHE_USER", "lab"), ("LAB_CACHE_PASSWORD", "wrong")]);
+    let out = text(&wrong);
+    assert!(!wrong.status.success(), "{out}");
+    assert!(
+        out.contains(&format!("cache remote {url}"))
+            && out.contains("refused the credentials of LAB_CACHE_USER=lab"),
+        "{out}"
+    );
+    let anonymous = push(&[]);
+    let out = text(&anonymous);
+    assert!(!anonymous.status.success(), "{out}");
+    assert!(out.contains("refused anonymous access"), "{out}");
+    let right = push(&[
+        ("LAB_CACHE_USER", "lab"),
+        ("LAB_CACHE_PASSWORD", "right-password"),
+    ]);
+    let out = text(&right);
+    assert!(right.status.success(), "{out}");
+    assert!(out.contains("pushed"), "{out}");
+}
