@@ -246,11 +246,75 @@ pub enum Cmd {
         )]
         args: Vec<String>,
     },
+    /// An offline bundle: one file (an OCI image layout) with the lab, QEMU, the kernels and
+    /// images of a comparison, its recipes and topologies, for a host without network or cargo.
+    Bundle {
+        #[command(subcommand)]
+        command: BundleCmd,
+    },
     /// The lock file of pinned Debian packages.
     Lock {
         #[command(subcommand)]
         command: LockCmd,
     },
+}
+
+#[derive(Subcommand)]
+pub enum BundleCmd {
+    /// Write a bundle of a scenario's comparison (its kernels and images found or built, as
+    /// `lab compare` would) and print its size by part.
+    Create {
+        /// A shipped scenario (`lab scenarios`).
+        #[arg(long, default_value = "dma-wakeup")]
+        scenario: String,
+        /// A variant, base first (as `lab compare` takes them; none: the scenario's).
+        #[arg(long = "variant", value_name = "VARIANT")]
+        variants: Vec<lab::variant::Variant>,
+        /// A scenario parameter for every variant (one that picks another guest image, say).
+        #[arg(long = "set", value_name = "PARAM=VALUE", value_parser = parse_set)]
+        set: Vec<(String, String)>,
+        /// Topology (default: the scenario's).
+        #[arg(long)]
+        topology: Option<String>,
+        /// The bundle file to write.
+        #[arg(short = 'o', long)]
+        output: PathBuf,
+    },
+    /// Unpack a bundle (every file checked) and run its lab on its own cache, recipes and
+    /// topologies: `lab bundle run s1.bundle -- compare --repetitions 1`. Exits as that lab does.
+    Run {
+        /// The bundle file.
+        file: PathBuf,
+        /// Unpack here and keep it (a new or empty directory; default: a temporary one).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The bundled lab's arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "LAB_ARGS")]
+        args: Vec<std::ffi::OsString>,
+    },
+}
+
+impl From<BundleCmd> for lab::bundle::Command {
+    fn from(command: BundleCmd) -> Self {
+        match command {
+            BundleCmd::Create {
+                scenario,
+                variants,
+                set,
+                topology,
+                output,
+            } => lab::bundle::Command::Create(lab::bundle::CreateRequest {
+                scenario,
+                variants,
+                set: set.into_iter().collect(),
+                topology,
+                output,
+            }),
+            BundleCmd::Run { file, dir, args } => {
+                lab::bundle::Command::Run(lab::bundle::RunRequest { file, dir, args })
+            }
+        }
+    }
 }
 
 #[derive(Subcommand)]

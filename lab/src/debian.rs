@@ -806,7 +806,7 @@ impl LockFile {
 }
 
 /// Cache memo kind of bundle resolutions.
-const RESOLVED_MEMO: &str = "resolved-bundles";
+pub(crate) const RESOLVED_MEMO: &str = "resolved-bundles";
 
 /// The memo key of a bundle's resolution: the request and its lock entry, so editing either
 /// (or `lab lock update`) leads to a fresh resolution.

@@ -263,6 +263,17 @@ impl Outcome {
     }
 }
 
+/// What a comparison's boots are made of ([`Experiment::materials`]).
+#[derive(Debug, Clone)]
+pub struct Materials {
+    /// The topology's name.
+    pub topology: String,
+    /// Its guests' architecture.
+    pub arch: crate::arch::Arch,
+    /// Each variant's name, kernel and guest image, base first.
+    pub variants: Vec<(String, crate::kernel::BootKernel, crate::image::GuestImage)>,
+}
+
 /// A variant ready to boot, with its parameters (the scenario's type).
 struct Arm<P> {
     variant: Variant,
@@ -477,16 +488,29 @@ impl<S: Scenario> Experiment<S> {
         Ok((topology, planned))
     }
 
-    /// Runs the comparison in stages until every primary verdict is decided, or the cap is
-    /// reached (or exactly `repetitions` per variant when fixed), and returns the record.
-    pub async fn run(&self, lab: &Lab) -> Result<Outcome> {
+    /// Plans every variant and finds or builds its kernel and guest image: what a run boots,
+    /// and what a bundle of the comparison carries (`lab bundle create`). Boots nothing.
+    pub async fn materials(&self, lab: &Lab) -> Result<Materials> {
+        let (topology, arms) = self.arms(lab).await?;
+        Ok(Materials {
+            topology: topology.name().to_string(),
+            arch: topology.arch(),
+            variants: arms
+                .into_iter()
+                .map(|a| (a.variant.name, a.kernel.kernel, a.image))
+                .collect(),
+        })
+    }
+
+    /// The planned variants with their kernels and images, built first so boots are not
+    /// interleaved with builds; a kernel for another architecture than the topology's fails
+    /// before any is built.
+    async fn arms(&self, lab: &Lab) -> Result<(Topology, Vec<Arm<S::Params>>)> {
         let (topology, planned) = self.plan_with_topology()?;
-        // A kernel for another architecture than the topology's fails before any is built.
         for (variant, _, _) in &planned {
             lab.check_variant_arch(variant, topology.arch())
                 .with_context(|| format!("{}: topology {}", self.name, topology.name()))?;
         }
-        // Kernels and images first, so boots are not interleaved with builds.
         let mut arms = Vec::new();
         for (variant, params, plan) in planned {
             crate::progress::step(format!("{}: kernel for {}", self.name, variant.name));
@@ -504,6 +528,13 @@ impl<S: Scenario> Experiment<S> {
                 image,
             });
         }
+        Ok((topology, arms))
+    }
+
+    /// Runs the comparison in stages until every primary verdict is decided, or the cap is
+    /// reached (or exactly `repetitions` per variant when fixed), and returns the record.
+    pub async fn run(&self, lab: &Lab) -> Result<Outcome> {
+        let (topology, arms) = self.arms(lab).await?;
         let dir =
             crate::report::run_dir(&self.results_root.join(crate::host::sanitize(&self.name)))?;
         let seed = self.seed.unwrap_or_else(BootOrder::fresh_seed);

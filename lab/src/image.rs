@@ -9,7 +9,7 @@
 //!
 //! Public: [`GuestImage`], what [`crate::Lab::image_for`] builds.
 
-mod programs;
+pub(crate) mod programs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -114,6 +114,14 @@ impl ImageRecipe {
             name: format!("guest-{}-programs{}", self.name, bundle_suffix(arch)),
             roots: self.programs.keys().map(String::as_str).collect(),
         })
+    }
+
+    /// The lock-file bundles this recipe's images for `arch` are made from (their recorded
+    /// resolutions are what a warm lookup reads).
+    pub(crate) fn bundle_names(&self, arch: Arch) -> Vec<String> {
+        std::iter::once(self.packages_bundle(arch).name)
+            .chain(self.programs_bundle(arch).map(|b| b.name))
+            .collect()
     }
 
     pub(crate) fn by_name(name: &str) -> Result<ImageRecipe> {

@@ -27,7 +27,9 @@ pub(crate) mod tools;
 
 pub(crate) use boot::{apply_script, arch_of, check_arch, default_kernel, prepare, DEBIAN};
 pub use boot::{BootKernel, ReadyKernel};
-pub(crate) use build::{build, cached, current_keys, list, CachedKernel, KIND};
+pub(crate) use build::{
+    build, cached, current_keys, list, CachedKernel, KIND, PINNED_TOOLCHAIN_ENV,
+};
 pub use build::{
     build_all, gc_unused, keys_table, list_table, BuildOptions, BuiltKernel, GcReport,
 };

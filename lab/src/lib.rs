@@ -50,7 +50,7 @@
 //! - Results: [`report`] (records, comparisons, tables, pages), [`stats`] (verdicts),
 //!   [`bisect`].
 //! - The CLI's verbs, one function each: [`run::run`], [`prepare::prepare`],
-//!   [`doctor::Doctor::examine`], [`bench`](mod@bench), [`bisect::run`], [`results::stored`],
+//!   [`doctor::Doctor::examine`], [`bundle::create`], [`bundle::run`], [`bench`](mod@bench), [`bisect::run`], [`results::stored`],
 //!   [`report::merge::merge_and_write`], [`kernel::build_all`], [`kernel::list_table`],
 //!   [`kernel::gc_unused`], [`debian::update_default_lock`],
 //!   [`devices::passthrough::restore_host`], [`host_topology::write_mirror`],
@@ -66,6 +66,7 @@ mod agent;
 pub mod arch;
 pub mod bench;
 pub mod bisect;
+pub mod bundle;
 pub mod cache;
 mod cross;
 pub mod debian;

@@ -2,6 +2,7 @@
 //! and what comes back printed. Everything else is in the library, where tests reach it.
 
 mod cli;
+mod device_model;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -54,7 +55,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 also,
                 images,
             };
-            build_device_model()?;
+            device_model::build()?;
             print!("{}", lab::prepare::prepare(&request).await?);
         }
         Cmd::Topology { command } => topology(command)?,
@@ -87,7 +88,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 timeout: Duration::from_secs(timeout),
             };
             if !request.devices.is_empty() {
-                build_device_model()?;
+                device_model::build()?;
             }
             let outcome = lab::run::run(request).await?;
             for line in &outcome.devices {
@@ -136,7 +137,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 devices,
                 host,
             };
-            build_device_model()?;
+            device_model::build()?;
             return compare(&mut request, exit_code).await;
         }
         Cmd::Host { command } => match command {
@@ -164,7 +165,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             name,
             resume,
         } => {
-            build_device_model()?;
+            device_model::build()?;
             let lab = lab::Lab::ready().await?;
             let outcome = match resume {
                 Some(dir) => lab::bisect::resume(&lab, &dir).await?,
@@ -219,6 +220,13 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             }
             return Ok(run.exit_code());
         }
+        Cmd::Bundle { command } => match command.into() {
+            lab::bundle::Command::Create(request) => {
+                device_model::build()?;
+                print!("{}", lab::bundle::create(&request).await?);
+            }
+            lab::bundle::Command::Run(request) => return lab::bundle::run(&request),
+        },
         Cmd::Lock {
             command: LockCmd::Update { bundles },
         } => print!("{}", update_default_lock(&Cache::from_env()?, &bundles)?),
@@ -364,37 +372,5 @@ async fn kernel(command: KernelCmd) -> Result<()> {
             println!("{report:?}");
         }
     }
-    Ok(())
-}
-
-/// Builds the `lab-dma` device model beside this binary when the lab runs through `cargo run`
-/// (cargo builds only the `lab` package's binaries, and the library never runs cargo: it finds
-/// the model, `lab::devices::lab_dma::locate`). A no-op cargo call when it is fresh; nothing
-/// outside a checkout, with `LAB_DMA_BIN`, or from a nextest archive.
-fn build_device_model() -> Result<()> {
-    let Some(cargo) = std::env::var_os("CARGO") else {
-        return Ok(());
-    };
-    if std::env::var_os("LAB_DMA_BIN").is_some() || lab::from_archive() {
-        return Ok(());
-    }
-    let exe = std::env::current_exe().context("finding the lab binary")?;
-    let Some(profile_dir) = exe.parent() else {
-        return Ok(());
-    };
-    let mut cmd = std::process::Command::new(cargo);
-    cmd.args(["build", "-q", "-p", "lab-dma", "--bin", "lab-dma"])
-        .current_dir(lab::repo_path(""));
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    if let Some(target_dir) = profile_dir.parent() {
-        cmd.env("CARGO_TARGET_DIR", target_dir);
-    }
-    let status = lab::process::status(&mut cmd).context("running cargo to build lab-dma")?;
-    anyhow::ensure!(
-        status.success(),
-        "building lab-dma failed ({status}); set LAB_DMA_BIN to a built lab-dma binary"
-    );
     Ok(())
 }

@@ -19,6 +19,9 @@ use crate::arch::Arch;
 use crate::cache::{hash_parts, Cache};
 use crate::debian::{self, Archive, ResolvedBundle, Substitution};
 
+/// The lock file's bundle of the pinned QEMU.
+pub(crate) const QEMU_BUNDLE: &str = "qemu";
+
 /// The oldest QEMU with a `vfio-user-pci` client.
 pub(crate) const MIN_QEMU: (u32, u32) = (10, 1);
 
@@ -120,7 +123,7 @@ impl Qemu {
     /// The pinned QEMU from Debian packages, unpacked into the cache. Warm (the lock entry
     /// resolved before and its bundle unpacked), this asks neither apt nor the network.
     pub(crate) fn bundle(cache: &Cache) -> Result<Qemu> {
-        const NAME: &str = "qemu";
+        const NAME: &str = QEMU_BUNDLE;
         const ROOTS: &[&str] = &["qemu-system-x86", "qemu-system-arm"];
         const RELEASE: Option<&str> = Some("trixie-backports");
         let lock = debian::LockFile::default_path();

@@ -244,19 +244,45 @@ pub(super) fn closure(
                     )
                 })?;
             let what = format!("{name} (package {package})");
-            walk(image, arch, tree, &what, &rel, &mut files, &mut cache)?;
+            walk(image, arch, tree, &what, &rel, true, &mut files, &mut cache)?;
         }
     }
     Ok(files)
 }
 
-/// Adds one program, its loader and its library closure to `files`, breadth-first like ld.so.
+/// The program at `rel` in `tree` (an unpacked root of `arch`) and its library closure, for
+/// [`install`], without its loader: for a program run through a loader named explicitly
+/// (`ld.so --library-path`), as the QEMU bundle is. `what` names the tree in errors.
+pub(crate) fn library_closure(
+    what: &str,
+    arch: crate::arch::Arch,
+    tree: &Path,
+    rel: &str,
+) -> Result<BTreeSet<String>> {
+    let mut files = BTreeSet::new();
+    walk(
+        what,
+        arch,
+        tree,
+        rel,
+        rel,
+        false,
+        &mut files,
+        &mut Parsed::new(),
+    )?;
+    Ok(files)
+}
+
+/// Adds one program, its loader (with `interp`) and its library closure to `files`,
+/// breadth-first like ld.so.
+#[allow(clippy::too_many_arguments)]
 fn walk(
     image: &str,
     arch: crate::arch::Arch,
     tree: &Path,
     what: &str,
     rel: &str,
+    interp: bool,
     files: &mut BTreeSet<String>,
     cache: &mut Parsed,
 ) -> Result<()> {
@@ -269,7 +295,7 @@ fn walk(
     files.insert(rel.to_string());
     // Sonames already loaded, as ld.so matches DT_NEEDED against them before searching.
     let mut loaded: BTreeSet<String> = BTreeSet::new();
-    if let Some(interp) = &info.interp {
+    if let Some(interp) = info.interp.as_ref().filter(|_| interp) {
         let interp_rel = interp.trim_start_matches('/').to_string();
         let interp_real = find_file(tree, &interp_rel)?.ok_or_else(|| {
             anyhow!(
@@ -366,7 +392,7 @@ fn walk(
 /// Copies `files` from `tree` into `root` at the same paths: every symlink on the way (the
 /// file's own soname link, a merged-/usr link, a link inside a dir) is recreated as a link
 /// where `root` has nothing yet, and the file it leads to is copied with its mode.
-pub(super) fn install(tree: &Path, root: &Path, files: &BTreeSet<String>) -> Result<()> {
+pub(crate) fn install(tree: &Path, root: &Path, files: &BTreeSet<String>) -> Result<()> {
     for rel in files {
         let mut links: Vec<(String, PathBuf)> = Vec::new();
         let (real, meta) = resolve(tree, rel, |link, target| {

@@ -186,10 +186,24 @@ impl BuiltKernel {
 /// (known from the lock without unpacking it).
 pub(crate) fn toolchain_id(cache: &Cache, arch: crate::arch::Arch) -> Result<String> {
     if arch == crate::arch::Arch::host() {
+        if let Some(pinned) = pinned_toolchain() {
+            return Ok(pinned);
+        }
         host_toolchain_id()
     } else {
         crate::cross::CrossToolchain::identity(cache, arch)
     }
+}
+
+/// Names the toolchain that built the cache's host-architecture kernels (`lab bundle run` sets
+/// it to the bundle's): their keys are found on a host with another compiler or none, and
+/// nothing is built under it, since a build here would not be what the key says.
+pub(crate) const PINNED_TOOLCHAIN_ENV: &str = "LAB_KERNEL_TOOLCHAIN";
+
+fn pinned_toolchain() -> Option<String> {
+    std::env::var(PINNED_TOOLCHAIN_ENV)
+        .ok()
+        .filter(|v| !v.is_empty())
 }
 
 /// The host's `gcc` and `ld`.
@@ -312,6 +326,18 @@ pub(crate) fn build_recipe(
         toolchain = provisioned.id.clone();
         Some(provisioned)
     };
+    if recipe.arch == crate::arch::Arch::host() {
+        if let Some(pinned) = pinned_toolchain() {
+            bail!(
+                "kernel {} (key {}) is not in the cache {}, and {PINNED_TOOLCHAIN_ENV} pins the \
+                 toolchain of prebuilt kernels ({pinned}): nothing is built under it (a bundle \
+                 holds the kernels of the variants it was made for: `lab bundle create --variant`)",
+                recipe.name,
+                &key[..12],
+                cache.root().display()
+            );
+        }
+    }
     let source = if offline.verified {
         offline
     } else {

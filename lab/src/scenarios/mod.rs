@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use serde_json::Value;
 
-use crate::experiment::{Experiment, MetricDef, Outcome, Scenario};
+use crate::experiment::{Experiment, Materials, MetricDef, Outcome, Scenario};
 use crate::variant::Variant;
 use crate::Lab;
 
@@ -37,6 +37,12 @@ pub(crate) trait Registered {
         lab: &'a Lab,
         request: &'a Request,
     ) -> futures::future::LocalBoxFuture<'a, Result<Outcome>>;
+    /// The kernels and images `request`'s comparison boots, found or built; nothing booted.
+    fn materials<'a>(
+        &'a self,
+        lab: &'a Lab,
+        request: &'a Request,
+    ) -> futures::future::LocalBoxFuture<'a, Result<Materials>>;
 }
 
 impl<S: Scenario + Clone + 'static> Registered for S {
@@ -53,7 +59,15 @@ impl<S: Scenario + Clone + 'static> Registered for S {
         lab: &'a Lab,
         request: &'a Request,
     ) -> futures::future::LocalBoxFuture<'a, Result<Outcome>> {
-        Box::pin(run(lab, self.clone(), request))
+        Box::pin(async move { experiment(self.clone(), request).run(lab).await })
+    }
+
+    fn materials<'a>(
+        &'a self,
+        lab: &'a Lab,
+        request: &'a Request,
+    ) -> futures::future::LocalBoxFuture<'a, Result<Materials>> {
+        Box::pin(async move { experiment(self.clone(), request).materials(lab).await })
     }
 }
 
@@ -230,7 +244,14 @@ pub async fn compare(lab: &Lab, request: &Request) -> Result<Outcome> {
     find(&request.scenario)?.compare(lab, request).await
 }
 
-async fn run<S: Scenario>(lab: &Lab, scenario: S, request: &Request) -> Result<Outcome> {
+/// The kernels and images a shipped scenario's comparison boots (what `lab compare` with the
+/// same request would prepare), found or built.
+pub async fn materials(lab: &Lab, request: &Request) -> Result<Materials> {
+    find(&request.scenario)?.materials(lab, request).await
+}
+
+/// The experiment `request` asks for.
+fn experiment<S: Scenario>(scenario: S, request: &Request) -> Experiment<S> {
     let mut experiment = Experiment::new(scenario);
     if !request.variants.is_empty() {
         experiment = experiment.variants(request.variants.clone());
@@ -271,7 +292,7 @@ async fn run<S: Scenario>(lab: &Lab, scenario: S, request: &Request) -> Result<O
     if let Some(host) = &request.host {
         experiment = experiment.host(host);
     }
-    experiment.run(lab).await
+    experiment
 }
 
 #[cfg(test)]

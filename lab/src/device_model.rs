@@ -1,0 +1,36 @@
+//! The `lab-dma` device model, built beside the `lab` binary when the CLI runs through `cargo
+//! run` (the binary's side: the library never runs cargo).
+
+use anyhow::{Context, Result};
+
+/// Builds the `lab-dma` device model beside this binary when the lab runs through `cargo run`
+/// (cargo builds only the `lab` package's binaries, and the library never runs cargo: it finds
+/// the model, `lab::devices::lab_dma::locate`). A no-op cargo call when it is fresh; nothing
+/// outside a checkout, with `LAB_DMA_BIN`, or from a nextest archive.
+pub fn build() -> Result<()> {
+    let Some(cargo) = std::env::var_os("CARGO") else {
+        return Ok(());
+    };
+    if std::env::var_os("LAB_DMA_BIN").is_some() || lab::from_archive() {
+        return Ok(());
+    }
+    let exe = std::env::current_exe().context("finding the lab binary")?;
+    let Some(profile_dir) = exe.parent() else {
+        return Ok(());
+    };
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.args(["build", "-q", "-p", "lab-dma", "--bin", "lab-dma"])
+        .current_dir(lab::repo_path(""));
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    if let Some(target_dir) = profile_dir.parent() {
+        cmd.env("CARGO_TARGET_DIR", target_dir);
+    }
+    let status = lab::process::status(&mut cmd).context("running cargo to build lab-dma")?;
+    anyhow::ensure!(
+        status.success(),
+        "building lab-dma failed ({status}); set LAB_DMA_BIN to a built lab-dma binary"
+    );
+    Ok(())
+}
