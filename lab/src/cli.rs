@@ -456,6 +456,11 @@ pub enum BenchCmd {
         /// (default: the last local run's, `lab bench suite`'s).
         #[arg(long, value_name = "FILE")]
         junit: Vec<PathBuf>,
+        /// The suite's test binaries, one per line (`cargo nextest list --list-type
+        /// binaries-only --message-format oneline`): binaries the reports name but the suite no
+        /// longer has are left out (nextest refuses a filterset naming one).
+        #[arg(long, value_name = "FILE")]
+        binaries: Option<PathBuf>,
         /// Write `shard-K.filterset` (K from 1) here.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,

@@ -297,9 +297,18 @@ async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: boo
             let runs = lab::bench::suite::reports(&cache, profile.as_deref())?;
             lab::bench::suite::render_all(&runs, slowest)
         }
-        Some(BenchCmd::Shards { shards, junit, out }) => {
-            lab::bench::shards::plan_from_reports(&cache, &junit, shards, out.as_deref())?
-        }
+        Some(BenchCmd::Shards {
+            shards,
+            junit,
+            binaries,
+            out,
+        }) => lab::bench::shards::plan_from_reports(
+            &cache,
+            &junit,
+            binaries.as_deref(),
+            shards,
+            out.as_deref(),
+        )?,
         None => lab::bench::overview(&cache, &exe, runs, topology, cold)
             .await?
             .render(),

@@ -10,7 +10,7 @@
 //! 5. runner: `report`, `experiment`, `host`, `scenarios`, `skip`, `bench`, `nextest`, `run`,
 //!    `prepare`, `doctor`.
 //!
-//! The CLI (`main.rs` and its argument definitions in `cli.rs`) is a binary: nothing in the
+//! The CLI (`main.rs`, its argument definitions in `cli.rs`, `device_model.rs`) is a binary: nothing in the
 //! library can use it, and it is not read here. Unit tests
 //! (`#[cfg(test)]` modules and their `tests.rs` files) are not part of the library: they may use
 //! the test helpers of any layer (`skip`'s visible skips), as the integration tests do.
@@ -57,12 +57,13 @@ const LAYERS: &[(&str, &[&str])] = &[
             "doctor",
             "bisect",
             "results",
+            "bundle",
         ],
     ),
 ];
 
 /// The files of `lab/src` that make the `lab` binary, not the library.
-const BINARY: &[&str] = &["main", "cli"];
+const BINARY: &[&str] = &["main", "cli", "device_model"];
 
 /// What the crate root re-exports or defines, by the module that owns it.
 const ROOT_ITEMS: &[(&str, &str)] = &[

@@ -61,8 +61,9 @@ pub(crate) fn plan(tests: &[TestTime], count: usize) -> Result<ShardPlan> {
         bail!("the JUnit reports name no test");
     }
     // Longest time per (binary, test): a report of a failed or retried run still counts.
+    // Setup scripts (`@setup-script:prepare`) are in the reports too; every shard runs them.
     let mut longest: BTreeMap<(&str, &str), f64> = BTreeMap::new();
-    for t in tests {
+    for t in tests.iter().filter(|t| !t.binary.starts_with('@')) {
         let e = longest
             .entry((t.binary.as_str(), t.name.as_str()))
             .or_default();
@@ -120,11 +121,14 @@ pub(crate) fn plan(tests: &[TestTime], count: usize) -> Result<ShardPlan> {
     Ok(ShardPlan { shards })
 }
 
-/// `lab bench shards`: the plan from `junit` (default: the last local runs' reports), written
-/// as `shard-K.filterset` into `out` when given; the plan's table.
+/// `lab bench shards`: the plan from `junit` (default: the last local runs' reports), only for
+/// the binaries `binaries` lists when given (`cargo nextest list --list-type binaries-only
+/// --message-format oneline`), written as `shard-K.filterset` into `out` when given; the plan's
+/// table.
 pub fn plan_from_reports(
     cache: &Cache,
     junit: &[PathBuf],
+    binaries: Option<&Path>,
     count: usize,
     out: Option<&Path>,
 ) -> Result<String> {
@@ -145,8 +149,32 @@ pub fn plan_from_reports(
             tests.extend(run.tests);
         }
     }
+    let mut dropped = 0;
+    if let Some(path) = binaries {
+        // nextest refuses a filterset naming a binary it does not have (one renamed or removed
+        // since the reports): only the binaries the suite has now are named.
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let known: std::collections::BTreeSet<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        if known.is_empty() {
+            bail!("{}: lists no test binary", path.display());
+        }
+        let before = tests.len();
+        tests.retain(|t| known.contains(t.binary.as_str()) || t.binary.starts_with('@'));
+        dropped = before - tests.len();
+    }
     let plan = plan(&tests, count)?;
     let mut text = format!("test times from {}\n", sources.join(", "));
+    if dropped > 0 {
+        let _ = writeln!(
+            text,
+            "{dropped} test cases of binaries the suite no longer has left out (the last shard runs whatever is new)"
+        );
+    }
     text.push_str(&plan.render());
     if let Some(dir) = out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -353,11 +381,44 @@ mod tests {
     #[test]
     fn a_test_in_two_reports_counts_once_with_its_longest_time() {
         let plan = plan(
-            &[t("b", "x", 10.0), t("b", "x", 30.0), t("b", "y", 20.0)],
+            &[
+                t("b", "x", 10.0),
+                t("b", "x", 30.0),
+                t("b", "y", 20.0),
+                t("@setup-script:prepare", "prepare", 300.0),
+            ],
             2,
         )
         .unwrap();
         let total: f64 = plan.shards.iter().map(|s| s.seconds).sum();
         assert_eq!(total, 50.0);
+    }
+
+    #[test]
+    fn binaries_the_suite_no_longer_has_are_left_out_of_the_filtersets() {
+        let dir = tempfile::tempdir().unwrap();
+        let junit = dir.path().join("junit.xml");
+        std::fs::write(
+            &junit,
+            r#"<testsuites name="x" tests="3" failures="0" errors="0" time="10.0" timestamp="2026-12-03T10:00:00.000+00:00">
+<testsuite name="lab-scenarios::vm" tests="1" time="5.0"><testcase name="a" time="5.0"/></testsuite>
+<testsuite name="lab-scenarios::gone" tests="1" time="4.0"><testcase name="b" time="4.0"/></testsuite>
+<testsuite name="@setup-script:prepare" tests="1" time="1.0"><testcase name="prepare" time="1.0"/></testsuite>
+</testsuites>"#,
+        )
+        .unwrap();
+        let binaries = dir.path().join("binaries.txt");
+        std::fs::write(&binaries, "lab\nlab-scenarios::vm\n").unwrap();
+        let cache = Cache::at(dir.path().join("cache")).unwrap();
+        let out = dir.path().join("shards");
+        let text = plan_from_reports(&cache, &[junit], Some(&binaries), 2, Some(&out)).unwrap();
+        assert!(
+            text.contains("1 test cases of binaries the suite no longer has"),
+            "{text}"
+        );
+        let first = std::fs::read_to_string(out.join("shard-1.filterset")).unwrap();
+        assert_eq!(first.trim(), "(binary_id(=lab-scenarios::vm) & (test(=a)))");
+        let last = std::fs::read_to_string(out.join("shard-2.filterset")).unwrap();
+        assert!(!last.contains("gone") && !last.contains('@'), "{last}");
     }
 }
