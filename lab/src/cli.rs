@@ -527,6 +527,9 @@ pub enum KernelCmd {
         /// Also drop the object trees of kept kernels (variants then build cold).
         #[arg(long)]
         drop_trees: bool,
+        /// With --drop-trees: this recipe's kernel keeps its tree (repeatable).
+        #[arg(long, value_name = "RECIPE", requires = "drop_trees")]
+        keep_tree: Vec<String>,
         /// Only say what would be removed.
         #[arg(long)]
         dry_run: bool,

@@ -31,7 +31,7 @@ pub(crate) use build::{
     build, cached, current_keys, list, CachedKernel, KIND, PINNED_TOOLCHAIN_ENV,
 };
 pub use build::{
-    build_all, gc_unused, keys_table, list_table, BuildOptions, BuiltKernel, GcReport,
+    build_all, gc_unused, keys_table, list_table, BuildOptions, BuiltKernel, GcReport, GcRequest,
 };
 pub use recipe::BootSettings;
 pub(crate) use recipe::{load as load_recipe, recipe_names, Recipe, RecipeDirs, Source};

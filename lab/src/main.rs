@@ -375,10 +375,16 @@ async fn kernel(command: KernelCmd) -> Result<()> {
         KernelCmd::Gc {
             all,
             drop_trees,
+            keep_tree,
             dry_run,
         } => {
-            let report = lab::kernel::gc_unused(&cache, &opts, all, drop_trees, dry_run)?;
-            println!("{report:?}");
+            let request = lab::kernel::GcRequest {
+                all,
+                drop_trees,
+                keep_trees: keep_tree,
+                dry_run,
+            };
+            println!("{}", lab::kernel::gc_unused(&cache, &opts, &request)?);
         }
     }
     Ok(())

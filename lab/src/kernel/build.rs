@@ -1002,6 +1002,8 @@ pub(crate) struct GcOptions {
     pub keep: BTreeSet<String>,
     /// Also drop `tree/` from the kept entries (saves most of the space; variants then build cold).
     pub drop_trees: bool,
+    /// Keys whose `tree/` stays when `drop_trees` drops the others.
+    pub keep_trees: BTreeSet<String>,
     /// Report only.
     pub dry_run: bool,
 }
@@ -1036,7 +1038,7 @@ pub(crate) fn gc(cache: &Cache, opts: &GcOptions) -> Result<GcReport> {
                 fs::rename(&k.dir, &doomed)?;
                 fs::remove_dir_all(&doomed)?;
             }
-        } else if opts.drop_trees && k.has_tree {
+        } else if opts.drop_trees && k.has_tree && !opts.keep_trees.contains(&k.key) {
             report.trees_dropped.push(id);
             if !opts.dry_run {
                 let _lock = cache.lock(&format!("{KIND}-{}", k.key))?;
@@ -1083,28 +1085,46 @@ pub fn list_table(cache: &Cache) -> Result<String> {
     Ok(out)
 }
 
-/// `lab kernel gc`: keep the entries the current recipes map to (all removed with `all`).
-pub fn gc_unused(
-    cache: &Cache,
-    opts: &BuildOptions,
-    all: bool,
-    drop_trees: bool,
-    dry_run: bool,
-) -> Result<GcReport> {
-    let keep = if all {
+/// What `lab kernel gc` is asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct GcRequest {
+    /// Remove every cached kernel, not only those no current recipe maps to.
+    pub all: bool,
+    /// Also drop the object trees of the kernels that stay.
+    pub drop_trees: bool,
+    /// Recipes whose entry keeps its tree all the same (the base that variants and bisect probes
+    /// are built from, when a CI cache is saved without the other trees).
+    pub keep_trees: Vec<String>,
+    /// Only say what would be removed.
+    pub dry_run: bool,
+}
+
+/// `lab kernel gc`: keep the entries the current recipes map to (all removed with `all`). A
+/// recipe named in `keep_trees` that no current recipe has is an error naming it.
+pub fn gc_unused(cache: &Cache, opts: &BuildOptions, request: &GcRequest) -> Result<GcReport> {
+    let current = current_keys(cache, opts)?;
+    let mut keep_trees = BTreeSet::new();
+    for name in &request.keep_trees {
+        match current.iter().find(|(recipe, _)| recipe == name) {
+            Some((_, key)) => keep_trees.insert(key.clone()),
+            None => bail!(
+                "--keep-tree {name}: no kernel recipe of that name in {}",
+                opts.dirs.recipes.display()
+            ),
+        };
+    }
+    let keep = if request.all {
         BTreeSet::new()
     } else {
-        current_keys(cache, opts)?
-            .into_iter()
-            .map(|(_, key)| key)
-            .collect()
+        current.into_iter().map(|(_, key)| key).collect()
     };
     gc(
         cache,
         &GcOptions {
             keep,
-            drop_trees,
-            dry_run,
+            drop_trees: request.drop_trees,
+            keep_trees,
+            dry_run: request.dry_run,
         },
     )
 }

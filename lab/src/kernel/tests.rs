@@ -429,13 +429,27 @@ fn gc_removes_entries_no_recipe_maps_to_and_can_drop_trees() {
         ),
     )
     .unwrap();
-    let dry = kernel::gc_unused(&f.cache, &f.opts, false, false, true).unwrap();
+    let gc = |all, drop_trees, keep_trees: &[&str], dry_run| {
+        let request = kernel::GcRequest {
+            all,
+            drop_trees,
+            keep_trees: keep_trees.iter().map(|s| s.to_string()).collect(),
+            dry_run,
+        };
+        kernel::gc_unused(&f.cache, &f.opts, &request)
+    };
+    let dry = gc(false, false, &[], true).unwrap();
     assert_eq!(
         dry.removed,
         vec![("base+good".to_string(), old.manifest.key.clone())]
     );
     assert!(old.dir.is_dir(), "a dry run removed something");
-    let report = kernel::gc_unused(&f.cache, &f.opts, false, true, false).unwrap();
+    // A tree asked to stay stays; a recipe that does not exist is named.
+    let err = format!("{:#}", gc(false, true, &["no-such"], true).unwrap_err());
+    assert!(err.contains("--keep-tree no-such"), "{err}");
+    let kept = gc(false, true, &["base"], true).unwrap();
+    assert!(kept.trees_dropped.is_empty(), "{kept:?}");
+    let report = gc(false, true, &[], false).unwrap();
     assert_eq!(report.removed.len(), 1);
     assert!(!old.dir.exists());
     let left = kernel::list(&f.cache).unwrap();
@@ -449,7 +463,7 @@ fn gc_removes_entries_no_recipe_maps_to_and_can_drop_trees() {
     assert!(fs::read_to_string(new.image())
         .unwrap()
         .contains("if (idle(this))"));
-    let all = kernel::gc_unused(&f.cache, &f.opts, true, false, false).unwrap();
+    let all = gc(true, false, &[], false).unwrap();
     assert_eq!(all.removed.len(), 2);
     assert!(kernel::list(&f.cache).unwrap().is_empty());
 }
