@@ -118,6 +118,9 @@ impl Remote {
             user_agent: concat!("lab/", env!("CARGO_PKG_VERSION")),
             ..Default::default()
         };
+        // reqwest is built without a crypto provider of its own (lab/Cargo.toml): ring is this
+        // process's. Installing fails only when one is installed already, which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         Ok(Remote {
             url: url.to_string(),
             registry,
