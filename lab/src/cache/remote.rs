@@ -194,12 +194,7 @@ impl Remote {
                     layer.name
                 ))
             })?;
-            let blob = scratch.join(format!("{}.tar.zst", layer.name));
-            self.fetch_blob(&reference, &manifest, layer, &blob, &what, files)?;
-            artifact::unpack_verified(&blob, dest, files, &what)
-                .with_context(|| format!("pulling {what} from {}", self.url))
-                .map_err(Failure::Entry)?;
-            std::fs::remove_file(&blob).ok();
+            self.pull_layer(&reference, &manifest, layer, files, dest, scratch, &what)?;
         }
         Ok(true)
     }
@@ -248,12 +243,7 @@ impl Remote {
         let files: Vec<FileRecord> = serde_json::from_slice(&list)
             .with_context(|| format!("{what} on {}: layer {layer}'s file list", self.url))
             .map_err(Failure::Entry)?;
-        let blob = scratch.join(format!("{layer}.tar.zst"));
-        self.fetch_blob(&reference, &manifest, info, &blob, &what, &files)?;
-        artifact::unpack_verified(&blob, dest, &files, &what)
-            .with_context(|| format!("pulling {what}'s {layer} from {}", self.url))
-            .map_err(Failure::Entry)?;
-        std::fs::remove_file(&blob).ok();
+        self.pull_layer(&reference, &manifest, info, &files, dest, scratch, &what)?;
         Ok(true)
     }
 
@@ -464,6 +454,28 @@ impl Remote {
 
     /// Downloads layer `layer` to `path`; a blob whose bytes do not match its digest is refused,
     /// naming the entry, the layer and the files it holds.
+    /// Downloads `layer` into `scratch` and unpacks it into `dest`, every file checked against
+    /// `files`; the downloaded blob is removed after.
+    #[allow(clippy::too_many_arguments)]
+    fn pull_layer(
+        &self,
+        reference: &Reference,
+        manifest: &OciImageManifest,
+        layer: &LayerInfo,
+        files: &[FileRecord],
+        dest: &Path,
+        scratch: &Path,
+        what: &str,
+    ) -> Result<(), Failure> {
+        let blob = scratch.join(format!("{}.tar.zst", layer.name));
+        self.fetch_blob(reference, manifest, layer, &blob, what, files)?;
+        artifact::unpack_verified(&blob, dest, files, what)
+            .with_context(|| format!("pulling {what}'s {} layer from {}", layer.name, self.url))
+            .map_err(Failure::Entry)?;
+        std::fs::remove_file(&blob).ok();
+        Ok(())
+    }
+
     fn fetch_blob(
         &self,
         reference: &Reference,
