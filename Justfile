@@ -67,3 +67,9 @@ bench-suite:
     cargo run -q -p lab -- test; status=$?
     cargo run -q -p lab -- bench suite
     exit $status
+
+# A fresh machine whose LAB_CACHE_REMOTE holds the keys, to the first S1 table, timed: this
+# host's cache pushed to a docker-registry on 127.0.0.1, then a clone with an empty target,
+# CARGO_HOME and lab cache runs the README's first command (.ci/first-table-remote says how).
+bench-first-table-remote *args:
+    .ci/first-table-remote {{args}}
