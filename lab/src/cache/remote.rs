@@ -452,8 +452,6 @@ impl Remote {
         Ok(Some((manifest, config)))
     }
 
-    /// Downloads layer `layer` to `path`; a blob whose bytes do not match its digest is refused,
-    /// naming the entry, the layer and the files it holds.
     /// Downloads `layer` into `scratch` and unpacks it into `dest`, every file checked against
     /// `files`; the downloaded blob is removed after.
     #[allow(clippy::too_many_arguments)]
@@ -476,6 +474,8 @@ impl Remote {
         Ok(())
     }
 
+    /// Downloads layer `layer` to `path`; a blob whose bytes do not match its digest is refused,
+    /// naming the entry, the layer and the files it holds.
     fn fetch_blob(
         &self,
         reference: &Reference,
