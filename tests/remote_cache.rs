@@ -505,3 +505,107 @@ fn registry_auth_failures_are_clear_errors() {
     assert!(right.status.success(), "{out}");
     assert!(out.contains("pushed"), "{out}");
 }
+
+/// The memos that name entries travel with them: a guest image is pushed together with its
+/// bundles' resolutions (`LAB_CACHE_PUSH=1` pushes each resolution it writes), QEMU's
+/// resolution by `lab cache push resolved-bundles/qemu`; a cache with no memos and no apt state
+/// then boots from the pulled image without opening apt (no lists fetched, no mirror needed),
+/// and a memo refused on pull is worked out here instead.
+#[test]
+fn resolutions_travel_with_the_entries_so_a_fresh_cache_needs_no_apt() {
+    lab::process::watch_parent();
+    let Some(bin) = common::lab_binary("remote cache: resolutions") else {
+        return;
+    };
+    let Some(registry) = Registry::start("remote cache: resolutions", None) else {
+        return;
+    };
+    let url = registry.url();
+    // The default image built into an empty image kind and pushed as built, with the
+    // resolutions its build wrote.
+    let first = cache_sharing_all_but(&["images"]);
+    let env = [
+        ("LAB_CACHE_REMOTE", url.as_str()),
+        ("LAB_CACHE_DIR", first.path().to_str().unwrap()),
+        ("LAB_CACHE_PUSH", "1"),
+    ];
+    let run = lab_cmd(&bin, &env, &["run", "--", "true"]);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    let key = only_entry(&first.path().join("images"));
+    let image = format!("images/{}", &key[..10]);
+    assert!(
+        out.contains(&format!("{image}: pushed")),
+        "the image was not pushed as built:\n{out}"
+    );
+    assert!(
+        out.contains("memo.resolved-bundles/guest-defa") && out.contains(": pushed"),
+        "no resolution was pushed as written:\n{out}"
+    );
+    let qemu = lab_cmd(
+        &bin,
+        &[("LAB_CACHE_REMOTE", &url)],
+        &["cache", "push", "resolved-bundles/qemu-"],
+    );
+    let out = text(&qemu);
+    assert!(qemu.status.success(), "{out}");
+    assert!(out.contains("memo.resolved-bundles/qemu-"), "{out}");
+
+    // No memos, no apt state, no images: QEMU and the kernel stay shared (their entries are
+    // here; QEMU's key needs its resolution all the same).
+    let fresh = cache_sharing_all_but(&["images", "memo", "apt"]);
+    std::fs::remove_dir(fresh.path().join("apt")).unwrap();
+    let env = [
+        ("LAB_CACHE_REMOTE", url.as_str()),
+        ("LAB_CACHE_DIR", fresh.path().to_str().unwrap()),
+        ("LAB_LOG", "lab=info"),
+    ];
+    let run = lab_cmd(&bin, &env, &["run", "--", "true"]);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    assert!(
+        out.contains("pulled memo.resolved-bundles/qemu-")
+            && out.contains("pulled memo.resolved-bundles/guest-defa"),
+        "{out}"
+    );
+    assert!(out.contains(&format!("pulled {image} from {url}")), "{out}");
+    assert!(
+        !out.contains("apt lists") && !fresh.path().join("apt").exists(),
+        "apt was opened:\n{out}"
+    );
+    assert!(!out.contains("here instead"), "{out}");
+    assert_eq!(only_entry(&fresh.path().join("images")), key);
+    println!("a cache with no memos and no apt state:\n{out}");
+
+    // QEMU's resolution changed on the registry: refused, named, and resolved here (apt
+    // opened), and the run still boots.
+    let qemu_key = std::fs::read_dir(fresh.path().join("memo/resolved-bundles"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find_map(|n| {
+            n.strip_prefix("qemu-")
+                .map(|k| format!("qemu-{}", k.trim_end_matches(".json")))
+        })
+        .expect("QEMU's resolution was kept");
+    let blob = registry.first_layer_blob(&format!("memo.resolved-bundles-{qemu_key}"));
+    let mut changed = std::fs::read(&blob).unwrap();
+    let at = changed.len() / 2;
+    changed[at] ^= 0xff;
+    std::fs::write(&blob, &changed).unwrap();
+    let again = cache_sharing_all_but(&["memo"]);
+    let env = [
+        ("LAB_CACHE_REMOTE", url.as_str()),
+        ("LAB_CACHE_DIR", again.path().to_str().unwrap()),
+    ];
+    let run = lab_cmd(&bin, &env, &["run", "--", "true"]);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    assert!(
+        out.contains("memo.resolved-bundles/qemu-")
+            && out.contains("refused")
+            && out.contains("out here instead"),
+        "{out}"
+    );
+    println!("QEMU's resolution changed on the registry:\n{out}");
+}

@@ -12,7 +12,9 @@
 //! registry ([`remote`]: the entry pulled into staging, every file verified, then renamed into
 //! place under the same lock as a build), then a build. A remote that fails is said once
 //! through the reporter and the entry is built here. Pushes happen only when asked:
-//! [`push_entries`] (`lab cache push`) or `LAB_CACHE_PUSH=1` after each build.
+//! [`push_entries`] (`lab cache push`) or `LAB_CACHE_PUSH=1` after each build. The memos that
+//! name entries ([`SHARED_MEMOS`]: bundles' resolutions) travel the same way, so a fresh cache
+//! finds a guest image or QEMU on the registry without asking apt first.
 
 mod artifact;
 pub mod remote;
@@ -40,6 +42,21 @@ pub struct Cache {
 
 /// Set to `1` to push each entry to the remote after it was built (trusted main-branch CI).
 pub(crate) const PUSH_ENV: &str = "LAB_CACHE_PUSH";
+
+/// Memo kinds the remote carries beside the entries: answers another machine needs before it
+/// can name an entry. A guest image's or QEMU's key hashes its bundle's resolution; without it
+/// a fresh cache opens the private apt state (lists fetched, a Debian mirror reachable) only to
+/// work out the key of an entry the registry already holds.
+pub(crate) const SHARED_MEMOS: &[&str] = &[crate::debian::RESOLVED_MEMO];
+
+/// The one file of a memo's artifact.
+const MEMO_FILE: &str = "memo.json";
+
+/// On the registry, memo `kind`/`key` is entry `memo.<kind>`/`key` (tag
+/// `memo.resolved-bundles-<key>`), apart from every entry kind.
+fn remote_memo_kind(kind: &str) -> String {
+    format!("memo.{kind}")
+}
 
 /// An exclusive lock on a cache key, released on drop (or when the process dies).
 #[derive(Debug)]
@@ -297,24 +314,128 @@ impl Cache {
         Ok(dest)
     }
 
-    /// The memo `key` of `kind`, if one was written and still parses.
+    /// The memo `key` of `kind`, if one was written and still parses; a [`SHARED_MEMOS`] kind
+    /// missing here is pulled from the remote (if one is set and holds it) and kept.
     pub(crate) fn read_memo<T: DeserializeOwned>(&self, kind: &str, key: &str) -> Option<T> {
         let path = self.memo_path(kind, key);
-        let text = fs::read(&path).ok()?;
-        serde_json::from_slice(&text).ok()
+        if let Ok(text) = fs::read(&path) {
+            return serde_json::from_slice(&text).ok();
+        }
+        if !SHARED_MEMOS.contains(&kind) {
+            return None;
+        }
+        let text = self.pull_memo(kind, key)?;
+        let what = remote::entry_name(&remote_memo_kind(kind), key);
+        let value = match serde_json::from_slice(&text) {
+            Ok(value) => value,
+            Err(e) => {
+                crate::progress::warn(format!(
+                    "{what} from the cache remote does not parse ({e}); working it out here instead"
+                ));
+                return None;
+            }
+        };
+        if let Err(e) = self.write_memo_file(kind, key, &text) {
+            tracing::debug!("not keeping {what}: {e:#}");
+        }
+        Some(value)
+    }
+
+    /// Pulls memo `kind`/`key` from the remote: its file's bytes, verified like an entry's.
+    /// `None` without a usable remote, when it lacks the memo, or on a failure (said).
+    fn pull_memo(&self, kind: &str, key: &str) -> Option<Vec<u8>> {
+        let remote = self.remote.as_ref().filter(|r| r.unusable().is_none())?;
+        let remote_kind = remote_memo_kind(kind);
+        let what = remote::entry_name(&remote_kind, key);
+        let pulled = (|| -> Result<Option<Vec<u8>>> {
+            // One small file: temp dirs of this process, not the cache's staging.
+            let dest = tempfile::tempdir()?;
+            let scratch = tempfile::tempdir()?;
+            let started = std::time::Instant::now();
+            match remote.pull(&remote_kind, key, dest.path(), scratch.path()) {
+                Ok(false) => Ok(None),
+                Ok(true) => {
+                    let file = dest.path().join(MEMO_FILE);
+                    let text = fs::read(&file).with_context(|| {
+                        format!("{what} on {}: no {MEMO_FILE} in it", remote.url())
+                    })?;
+                    crate::progress::step(format!(
+                        "pulled {what} from {} in {:.1} s",
+                        remote.url(),
+                        started.elapsed().as_secs_f64()
+                    ));
+                    Ok(Some(text))
+                }
+                Err(failure) => Err(failure.into_error()),
+            }
+        })();
+        match pulled {
+            Ok(text) => text,
+            Err(e) => {
+                crate::progress::warn(format!("{e:#}; working {what} out here instead"));
+                None
+            }
+        }
     }
 
     /// Writes memo `key` of `kind` atomically (a concurrent reader sees the old one or the new
     /// one, never half of it).
+    /// With `LAB_CACHE_PUSH=1`, a [`SHARED_MEMOS`] kind is pushed after it is written (a failed
+    /// push is said, never returned).
     pub(crate) fn write_memo<T: Serialize>(&self, kind: &str, key: &str, value: &T) -> Result<()> {
+        self.write_memo_file(kind, key, &serde_json::to_vec(value)?)?;
+        if self.push_built && SHARED_MEMOS.contains(&kind) {
+            let what = remote::entry_name(&remote_memo_kind(kind), key);
+            match self.push_memo(kind, key) {
+                Ok(pushed) => crate::progress::step(format!("{what}: {pushed}")),
+                Err(e) => crate::progress::warn(format!("{what} not pushed: {e:#}")),
+            }
+        }
+        Ok(())
+    }
+
+    fn write_memo_file(&self, kind: &str, key: &str, text: &[u8]) -> Result<()> {
         let path = self.memo_path(kind, key);
         let dir = path.parent().expect("memo paths have a parent");
         fs::create_dir_all(dir)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        serde_json::to_writer(&mut tmp, value)?;
+        std::io::Write::write_all(&mut tmp, text)?;
         tmp.persist(&path)
             .with_context(|| format!("writing {}", path.display()))?;
         Ok(())
+    }
+
+    /// Pushes memo `kind`/`key` (a [`SHARED_MEMOS`] kind) to the remote as entry
+    /// `memo.<kind>`/`key` holding one file, unless its tag exists there.
+    pub fn push_memo(&self, kind: &str, key: &str) -> Result<remote::Pushed> {
+        let remote = self
+            .remote
+            .as_ref()
+            .with_context(|| format!("no cache remote: set {}", remote::REMOTE_ENV))?;
+        let path = self.memo_path(kind, key);
+        let entry = tempfile::tempdir()?;
+        let scratch = tempfile::tempdir()?;
+        fs::copy(&path, entry.path().join(MEMO_FILE))
+            .with_context(|| format!("no memo {kind}/{key}: reading {}", path.display()))?;
+        remote
+            .push(&remote_memo_kind(kind), key, entry.path(), scratch.path())
+            .map_err(remote::Failure::into_error)
+    }
+
+    /// The keys of the memos of `kind`, sorted.
+    pub(crate) fn memos(&self, kind: &str) -> Result<Vec<String>> {
+        let Ok(dir) = fs::read_dir(self.root.join("memo").join(kind)) else {
+            return Ok(Vec::new());
+        };
+        let mut keys: Vec<String> = dir
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_suffix(".json").map(str::to_string)
+            })
+            .collect();
+        keys.sort();
+        Ok(keys)
     }
 
     fn memo_path(&self, kind: &str, key: &str) -> PathBuf {
@@ -420,9 +541,10 @@ impl Cache {
     }
 }
 
-/// `lab cache push`: entry `KIND/KEY` (a unique key prefix will do), or every entry with
-/// `None`. Tags already on the registry are left alone and said so; an entry that fails does
-/// not stop the others, and the error lists every outcome.
+/// `lab cache push`: entry `KIND/KEY` (a unique key prefix will do; a [`SHARED_MEMOS`] kind
+/// names a memo), or every entry and shared memo with `None`. Tags already on the registry are
+/// left alone and said so; an entry that fails does not stop the others, and the error lists
+/// every outcome.
 pub fn push_entries(cache: &Cache, entry: Option<&str>) -> Result<PushReport> {
     let mut wanted = Vec::new();
     match entry {
@@ -430,11 +552,12 @@ pub fn push_entries(cache: &Cache, entry: Option<&str>) -> Result<PushReport> {
             let (kind, prefix) = spec
                 .split_once('/')
                 .with_context(|| format!("{spec:?}: name an entry as KIND/KEY"))?;
-            let keys: Vec<String> = cache
-                .entries(kind)?
-                .into_iter()
-                .filter(|k| k.starts_with(prefix))
-                .collect();
+            let keys = if SHARED_MEMOS.contains(&kind) {
+                cache.memos(kind)?
+            } else {
+                cache.entries(kind)?
+            };
+            let keys: Vec<String> = keys.into_iter().filter(|k| k.starts_with(prefix)).collect();
             match keys.as_slice() {
                 [key] => wanted.push((kind.to_string(), key.clone())),
                 [] => anyhow::bail!("no cache entry {spec} in {}", cache.root.display()),
@@ -450,15 +573,29 @@ pub fn push_entries(cache: &Cache, entry: Option<&str>) -> Result<PushReport> {
                     wanted.push((kind.clone(), key));
                 }
             }
+            for kind in SHARED_MEMOS {
+                for key in cache.memos(kind)? {
+                    wanted.push((kind.to_string(), key));
+                }
+            }
         }
     }
     let mut report = PushReport::default();
     for (kind, key) in wanted {
         let started = std::time::Instant::now();
-        let outcome = cache.push(&kind, &key).map_err(|e| format!("{e:#}"));
-        report
-            .entries
-            .push((remote::entry_name(&kind, &key), outcome, started.elapsed()));
+        let (outcome, name) = if SHARED_MEMOS.contains(&kind.as_str()) {
+            (
+                cache.push_memo(&kind, &key),
+                remote::entry_name(&remote_memo_kind(&kind), &key),
+            )
+        } else {
+            (cache.push(&kind, &key), remote::entry_name(&kind, &key))
+        };
+        report.entries.push((
+            name,
+            outcome.map_err(|e| format!("{e:#}")),
+            started.elapsed(),
+        ));
     }
     let failed = report.entries.iter().filter(|e| e.1.is_err()).count();
     if failed > 0 {
