@@ -41,8 +41,8 @@ impl Doctor {
         Ok(Doctor {
             cache_dir: lab.cache.root().to_path_buf(),
             qemu: lab.qemu.clone(),
-            accel: lab.accel.name().to_string(),
-            accel_reason: lab.accel_probe.reason.clone(),
+            accel: lab.accelerator().to_string(),
+            accel_reason: lab.host_accel().1.reason.clone(),
             host_cpu: crate::toolchain::host_cpu_model(),
             default_kernel: (k.name.clone(), k.release.clone()),
             kernel_recipes: crate::kernel::recipe_names(&dirs)?,

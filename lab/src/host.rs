@@ -13,7 +13,7 @@ use crate::devices::{DeviceHost, DeviceSpec};
 use crate::image::{build_image, GuestImage, ImageRecipe};
 use crate::kernel::{BootKernel, BootSettings, ReadyKernel};
 use crate::slots::{guest_cost, CpuSlots};
-use crate::toolchain::{choose_accel, Accel, AccelProbe, Qemu};
+use crate::toolchain::{Accel, AccelChoice, AccelProbe, Qemu};
 use crate::topology::Topology;
 use crate::vm::{Vm, VmSpec};
 
@@ -29,8 +29,9 @@ pub(crate) const DEFAULT_IMAGE: &str = "default";
 pub struct Lab {
     pub(crate) cache: Cache,
     pub(crate) qemu: Qemu,
-    pub(crate) accel: Accel,
-    pub(crate) accel_probe: AccelProbe,
+    /// The host's accelerator: probed beside the rest of a first start-up, read through
+    /// [`Lab::host_accel`].
+    accel: std::sync::Arc<AccelChoice>,
     /// The host CPUs guests may keep busy, shared with every other lab process here.
     pub(crate) slots: CpuSlots,
     /// What devices' host sides get from this host (cache, sysfs, the `lab-dma` binary).
@@ -193,23 +194,17 @@ impl Lab {
             let _span = tracing::debug_span!("default_kernel").entered();
             crate::kernel::default_kernel(&cache, Arch::host())?
         };
-        let (accel, accel_probe) = {
+        let accel = {
             let _span = tracing::debug_span!("choose_accel").entered();
-            choose_accel(&cache, &qemu, &default_kernel.image)?
+            AccelChoice::start(&cache, &qemu, &default_kernel.image)?
         };
         let slots = CpuSlots::for_host(cache.root())?;
-        tracing::info!(
-            qemu = %qemu.version,
-            accel = accel.name(),
-            reason = %accel_probe.reason,
-            "lab ready"
-        );
+        tracing::info!(qemu = %qemu.version, "lab ready");
         Ok(Lab {
             devices: DeviceHost::this_host(cache.clone()),
             cache,
             qemu,
-            accel,
-            accel_probe,
+            accel: std::sync::Arc::new(accel),
             slots,
             kernel_recipes: crate::kernel::RecipeDirs::default_dirs(),
             default_kernel,
@@ -265,17 +260,16 @@ impl Lab {
     /// The accelerator `arch`'s guests run under here, and why: the probed one for the host's
     /// architecture, TCG for another.
     pub(crate) fn accel_for(&self, arch: Arch) -> (Accel, AccelProbe) {
-        crate::toolchain::accel_for_guest((self.accel, &self.accel_probe), arch).unwrap_or_else(
-            |e| {
-                (
-                    Accel::TcgSingle,
-                    AccelProbe {
-                        kvm_works: false,
-                        reason: format!("{e:#}"),
-                    },
-                )
-            },
-        )
+        let (accel, probe) = self.host_accel();
+        crate::toolchain::accel_for_guest((*accel, probe), arch).unwrap_or_else(|e| {
+            (
+                Accel::TcgSingle,
+                AccelProbe {
+                    kvm_works: false,
+                    reason: format!("{e:#}"),
+                },
+            )
+        })
     }
 
     /// Gives the host back the devices a killed lab left on `vfio-pci` (its journals in the
@@ -318,7 +312,7 @@ impl Lab {
 
     /// Whether throughput figures mean anything here (KVM, not TCG).
     pub fn on_kvm(&self) -> bool {
-        self.accel.is_kvm()
+        self.host_accel().0.is_kvm()
     }
 
     /// What a reader of a comparison's table should know of this accelerator: under TCG, that
@@ -334,7 +328,13 @@ impl Lab {
 
     /// The accelerator guests run under (`kvm`, or a TCG mode), as records name it.
     pub fn accelerator(&self) -> &'static str {
-        self.accel.name()
+        self.host_accel().0.name()
+    }
+
+    /// The accelerator of the host architecture's guests and why (waits for the KVM probe of
+    /// a first start-up if it still runs).
+    pub(crate) fn host_accel(&self) -> &(Accel, AccelProbe) {
+        self.accel.get()
     }
 
     /// Ok under KVM; otherwise [`crate::Error::NoKvm`] for `what`, with the accelerator and the
@@ -347,8 +347,8 @@ impl Lab {
             what: what.to_string(),
             reason: format!(
                 "the accelerator is {} ({})",
-                self.accel.name(),
-                self.accel_probe.reason
+                self.host_accel().0.name(),
+                self.host_accel().1.reason
             ),
         })
     }

@@ -100,7 +100,7 @@ pub async fn prepare(request: &Request) -> Result<Prepared> {
     Ok(Prepared {
         kernels: prepared,
         images,
-        accel: lab.accel.name().to_string(),
+        accel: lab.accelerator().to_string(),
         took: started.elapsed(),
     })
 }

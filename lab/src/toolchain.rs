@@ -10,6 +10,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -400,29 +402,94 @@ pub(crate) struct AccelProbe {
     pub reason: String,
 }
 
-/// Decides the accelerator: `LAB_ACCEL` if set, else KVM when a probe boot under KVM reaches the
-/// kernel's root-mount stage in time, else TCG. The probe result is cached per host kernel, QEMU
-/// and guest kernel, so only the first run on a host pays for it.
-pub(crate) fn choose_accel(
-    cache: &Cache,
-    qemu: &Qemu,
-    kernel: &Path,
-) -> Result<(Accel, AccelProbe)> {
-    if let Ok(v) = std::env::var("LAB_ACCEL") {
-        let accel = Accel::parse(&v).context("LAB_ACCEL")?;
-        let probe = AccelProbe {
-            kvm_works: accel.is_kvm(),
-            reason: format!("LAB_ACCEL={v}"),
+/// The accelerator of the host's guests: `LAB_ACCEL` if set, else KVM when a probe boot under
+/// KVM reaches the kernel's root-mount stage in time, else TCG ([`default_tcg`]). The probe's
+/// answer is cached per host kernel, CPU, QEMU and guest kernel, so only the first run on a host
+/// pays for it; that run probes on a thread of its own, so the rest of its start-up (variant
+/// kernels, images) goes on beside the probe (a KVM that hangs costs the probe's whole 20 s),
+/// and the first caller that needs the answer waits for what is left of it.
+#[derive(Debug)]
+pub(crate) struct AccelChoice {
+    decided: OnceLock<(Accel, AccelProbe)>,
+    probing: Mutex<Option<JoinHandle<Result<AccelProbe>>>>,
+    /// What a host without a working KVM gets.
+    tcg: Accel,
+}
+
+impl AccelChoice {
+    /// Decides at once where it can (`LAB_ACCEL`, a cached probe), else starts the probe.
+    pub(crate) fn start(cache: &Cache, qemu: &Qemu, kernel: &Path) -> Result<AccelChoice> {
+        let choice = |accel, probe| AccelChoice {
+            decided: OnceLock::from((accel, probe)),
+            probing: Mutex::new(None),
+            tcg: accel,
         };
-        return Ok((accel, probe));
+        if let Ok(v) = std::env::var("LAB_ACCEL") {
+            let accel = Accel::parse(&v).context("LAB_ACCEL")?;
+            let probe = AccelProbe {
+                kvm_works: accel.is_kvm(),
+                reason: format!("LAB_ACCEL={v}"),
+            };
+            return Ok(choice(accel, probe));
+        }
+        let tcg = default_tcg()?;
+        let memo = probe_memo_path(cache, qemu, kernel)?;
+        if let Some(probe) = std::fs::read_to_string(&memo)
+            .ok()
+            .and_then(|text| serde_json::from_str::<AccelProbe>(&text).ok())
+        {
+            let accel = if probe.kvm_works { Accel::Kvm } else { tcg };
+            return Ok(choice(accel, probe));
+        }
+        let (cache, qemu, kernel) = (cache.clone(), qemu.clone(), kernel.to_path_buf());
+        // The probe's QEMU dies with this thread (PR_SET_PDEATHSIG), which outlives it.
+        let probing = std::thread::Builder::new()
+            .name("kvm-probe".into())
+            .spawn(move || probe_kvm_into(&cache, &qemu, &kernel, &memo))?;
+        Ok(AccelChoice {
+            decided: OnceLock::new(),
+            probing: Mutex::new(Some(probing)),
+            tcg,
+        })
     }
-    let probe = probe_kvm_cached(cache, qemu, kernel)?;
-    let accel = if probe.kvm_works {
-        Accel::Kvm
-    } else {
-        default_tcg()?
-    };
-    Ok((accel, probe))
+
+    /// The accelerator and why, waiting for the probe if it still runs. A probe that failed
+    /// to run at all (QEMU would not start) means TCG, with its error as the reason.
+    pub(crate) fn get(&self) -> &(Accel, AccelProbe) {
+        self.decided.get_or_init(|| {
+            let probing = self
+                .probing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            let _waiting = probing
+                .as_ref()
+                .filter(|p| !p.is_finished())
+                .map(|_| crate::progress::Task::start("probing KVM (once per host)", None));
+            let probe = match probing.map(JoinHandle::join) {
+                Some(Ok(Ok(probe))) => probe,
+                Some(Ok(Err(e))) => AccelProbe {
+                    kvm_works: false,
+                    reason: format!("the KVM probe failed: {e:#}"),
+                },
+                Some(Err(_)) => AccelProbe {
+                    kvm_works: false,
+                    reason: "the KVM probe's thread panicked".into(),
+                },
+                None => AccelProbe {
+                    kvm_works: false,
+                    reason: "no KVM probe ran".into(),
+                },
+            };
+            let accel = if probe.kvm_works {
+                Accel::Kvm
+            } else {
+                self.tcg
+            };
+            tracing::info!(accel = accel.name(), reason = %probe.reason, "accelerator chosen");
+            (accel, probe)
+        })
+    }
 }
 
 /// The accelerator of a guest of `arch` on a lab whose host-architecture guests run under
@@ -465,7 +532,8 @@ pub(crate) fn accel_for_guest(
     ))
 }
 
-fn probe_kvm_cached(cache: &Cache, qemu: &Qemu, kernel: &Path) -> Result<AccelProbe> {
+/// Where the probe's answer for this host kernel, CPU, QEMU and guest kernel is kept.
+fn probe_memo_path(cache: &Cache, qemu: &Qemu, kernel: &Path) -> Result<PathBuf> {
     let host_kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let cpu = host_cpu_model();
     let key = hash_parts(&[
@@ -474,16 +542,22 @@ fn probe_kvm_cached(cache: &Cache, qemu: &Qemu, kernel: &Path) -> Result<AccelPr
         ("qemu", qemu.sha256.as_bytes()),
         ("kernel", cache.file_sha256(kernel)?.as_bytes()),
     ]);
-    let path = cache.dir("accel").join(format!("{}.json", &key[..16]));
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        if let Ok(probe) = serde_json::from_str(&text) {
-            return Ok(probe);
-        }
-    }
+    Ok(cache.dir("accel").join(format!("{}.json", &key[..16])))
+}
+
+/// Probes KVM (one probe per cache at a time: another process's answer is taken) and keeps the
+/// answer at `memo`.
+fn probe_kvm_into(cache: &Cache, qemu: &Qemu, kernel: &Path, memo: &Path) -> Result<AccelProbe> {
     let _lock = cache.lock("accel-probe")?;
+    if let Some(probe) = std::fs::read_to_string(memo)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+    {
+        return Ok(probe);
+    }
     let probe = probe_kvm(qemu, kernel)?;
     std::fs::create_dir_all(cache.dir("accel"))?;
-    std::fs::write(&path, serde_json::to_string_pretty(&probe)?)?;
+    std::fs::write(memo, serde_json::to_string_pretty(&probe)?)?;
     Ok(probe)
 }
 
@@ -581,6 +655,31 @@ pub(crate) fn host_cpu_model() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The probe's answer is waited for where it is needed; a probe that could not run means
+    /// TCG, with its error as the reason, and every caller gets the one answer.
+    #[test]
+    fn a_probe_on_its_thread_is_waited_for_and_a_failed_one_means_tcg() {
+        let choice = |probe: Result<AccelProbe>| AccelChoice {
+            decided: OnceLock::new(),
+            probing: Mutex::new(Some(std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                probe
+            }))),
+            tcg: Accel::TcgMulti,
+        };
+        let works = choice(Ok(AccelProbe {
+            kvm_works: true,
+            reason: "reached the root mount".into(),
+        }));
+        assert_eq!(works.get().0, Accel::Kvm);
+        assert_eq!(works.get().1.reason, "reached the root mount");
+        let failed = choice(Err(anyhow::anyhow!("QEMU would not start")));
+        let (accel, probe) = failed.get();
+        assert_eq!(*accel, Accel::TcgMulti);
+        assert!(!probe.kvm_works);
+        assert_eq!(probe.reason, "the KVM probe failed: QEMU would not start");
+    }
 
     #[test]
     fn accel_names_round_trip() {
