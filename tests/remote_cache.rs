@@ -19,14 +19,26 @@ const REPO: &str = "lab-test";
 /// A `docker-registry serve` of this test, with its storage in a temp dir.
 struct Registry {
     _child: lab::process::GroupChild,
+    host: &'static str,
     port: u16,
     storage: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Registry {
-    /// Starts one; `None` (after a LAB-SKIP line) where the binary is missing.
+    /// Starts one on 127.0.0.1; `None` (after a LAB-SKIP line) where the binary is missing.
     fn start(part: &str, htpasswd: Option<&str>) -> Option<Registry> {
+        Registry::start_on(part, "127.0.0.1", htpasswd, None)
+    }
+
+    /// Starts one on `host` (a loopback address), over TLS with `tls` (certificate and key
+    /// files) when given.
+    fn start_on(
+        part: &str,
+        host: &'static str,
+        htpasswd: Option<&str>,
+        tls: Option<(&Path, &Path)>,
+    ) -> Option<Registry> {
         let Some(bin) = which("docker-registry") else {
             lab::skip::host_lacks(
                 part,
@@ -39,7 +51,7 @@ impl Registry {
         let dir = tempfile::tempdir().unwrap();
         let storage = dir.path().join("storage");
         std::fs::create_dir_all(&storage).unwrap();
-        let port = free_port();
+        let port = free_port(host);
         let auth = match htpasswd {
             Some(line) => {
                 let file = dir.path().join("htpasswd");
@@ -51,12 +63,20 @@ impl Registry {
             }
             None => String::new(),
         };
+        let tls = match tls {
+            Some((cert, key)) => format!(
+                "  tls:\n    certificate: {}\n    key: {}\n",
+                cert.display(),
+                key.display()
+            ),
+            None => String::new(),
+        };
         let config = dir.path().join("config.yml");
         std::fs::write(
             &config,
             format!(
                 "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    \
-                 rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n{auth}",
+                 rootdirectory: {}\nhttp:\n  addr: {host}:{port}\n{tls}{auth}",
                 storage.display()
             ),
         )
@@ -71,7 +91,7 @@ impl Registry {
         )
         .unwrap();
         let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while std::net::TcpStream::connect((host, port)).is_err() {
             if let Ok(Some(status)) = child.try_wait() {
                 let log = std::fs::read_to_string(dir.path().join("registry.log")).unwrap();
                 panic!("docker-registry exited ({status}):\n{log}");
@@ -84,6 +104,7 @@ impl Registry {
         }
         Some(Registry {
             _child: child,
+            host,
             port,
             storage,
             _dir: dir,
@@ -91,7 +112,7 @@ impl Registry {
     }
 
     fn url(&self) -> String {
-        format!("oci://127.0.0.1:{}/{REPO}", self.port)
+        format!("oci://{}:{}/{REPO}", self.host, self.port)
     }
 
     /// The storage file of the first layer blob of tag `tag`.
@@ -123,8 +144,8 @@ fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+fn free_port(host: &str) -> u16 {
+    let listener = std::net::TcpListener::bind((host, 0)).unwrap();
     listener.local_addr().unwrap().port()
 }
 
@@ -351,7 +372,7 @@ fn a_down_registry_and_a_corrupt_blob_fall_back_to_building() {
         return;
     };
     // Nobody listens there.
-    let down = format!("oci://127.0.0.1:{}/{REPO}", free_port());
+    let down = format!("oci://127.0.0.1:{}/{REPO}", free_port("127.0.0.1"));
     let first = cache_sharing_all_but(&["images"]);
     let env = [
         ("LAB_CACHE_REMOTE", down.as_str()),
@@ -608,4 +629,173 @@ fn resolutions_travel_with_the_entries_so_a_fresh_cache_needs_no_apt() {
         "{out}"
     );
     println!("QEMU's resolution changed on the registry:\n{out}");
+}
+
+/// A registry over TLS behind a CA of its own (on 127.0.0.2: plain http is only for 127.0.0.1,
+/// localhost and [::1]): refused with the way out named while the CA is unknown, an image
+/// pushed and pulled with `LAB_CACHE_CA`, and a CA file that is not one named.
+#[test]
+fn a_registry_over_tls_with_its_own_ca() {
+    lab::process::watch_parent();
+    let part = "remote cache: TLS";
+    let Some(bin) = common::lab_binary(part) else {
+        return;
+    };
+    let Some(openssl) = which("openssl") else {
+        lab::skip::host_lacks(
+            part,
+            "no openssl binary (the test makes its certificates with it)",
+            "Install Debian's openssl package (.ci/run does).",
+        );
+        return;
+    };
+    let certs = tempfile::tempdir().unwrap();
+    let at = |name: &str| certs.path().join(name);
+    let openssl = |args: &[&str]| {
+        let out = Command::new(&openssl)
+            .args(args)
+            .current_dir(certs.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "openssl {args:?}: {}", text(&out));
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=lab-test-ca",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.2",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        at("server.ext"),
+        "subjectAltName=IP:127.0.0.2\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
+    let Some(registry) = Registry::start_on(
+        part,
+        "127.0.0.2",
+        None,
+        Some((&at("server.pem"), &at("server.key"))),
+    ) else {
+        return;
+    };
+    let url = registry.url();
+    // The default image, built into a kind of its own (no remote), is what is pushed.
+    let first = cache_sharing_all_but(&["images"]);
+    let built = lab_cmd(
+        &bin,
+        &[("LAB_CACHE_DIR", first.path().to_str().unwrap())],
+        &["run", "--", "true"],
+    );
+    assert!(built.status.success(), "{}", text(&built));
+    let key = only_entry(&first.path().join("images"));
+    let entry = format!("images/{key}");
+    let from_first = ("LAB_CACHE_DIR", first.path().to_str().unwrap());
+
+    // The system's roots do not know this CA.
+    let unknown = lab_cmd(
+        &bin,
+        &[("LAB_CACHE_REMOTE", &url), from_first],
+        &["cache", "push", &entry],
+    );
+    let out = text(&unknown);
+    assert!(!unknown.status.success(), "{out}");
+    assert!(
+        out.contains(&format!(
+            "cache remote {url}: its TLS certificate is not trusted"
+        )) && out.contains("set LAB_CACHE_CA"),
+        "{out}"
+    );
+    println!("a CA the system does not know:\n{out}");
+    // Not a certificate.
+    let bad = lab_cmd(
+        &bin,
+        &[
+            ("LAB_CACHE_REMOTE", &url),
+            ("LAB_CACHE_CA", at("server.ext").to_str().unwrap()),
+            from_first,
+        ],
+        &["cache", "push", &entry],
+    );
+    let out = text(&bad);
+    assert!(!bad.status.success(), "{out}");
+    assert!(
+        out.contains("LAB_CACHE_CA=") && out.contains("no PEM certificate"),
+        "{out}"
+    );
+
+    let ca = at("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let pushed = lab_cmd(
+        &bin,
+        &[("LAB_CACHE_REMOTE", &url), ("LAB_CACHE_CA", ca), from_first],
+        &["cache", "push", &entry],
+    );
+    let out = text(&pushed);
+    assert!(pushed.status.success(), "{out}");
+    assert!(out.contains("pushed"), "{out}");
+    let fresh = cache_sharing_all_but(&["images"]);
+    let env = [
+        ("LAB_CACHE_REMOTE", url.as_str()),
+        ("LAB_CACHE_CA", ca),
+        ("LAB_CACHE_DIR", fresh.path().to_str().unwrap()),
+    ];
+    let run = lab_cmd(&bin, &env, &["run", "--", "true"]);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    assert!(
+        out.contains(&format!("pulled images/{} from {url}", &key[..10])),
+        "{out}"
+    );
+    let image = |c: &Path| sha256(&c.join("images").join(&key).join("initramfs.cpio"));
+    assert_eq!(image(fresh.path()), image(first.path()));
 }

@@ -14,7 +14,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{OciDescriptor, OciImageManifest, OciManifest};
 use oci_client::secrets::RegistryAuth;
@@ -27,6 +27,8 @@ pub(crate) const REMOTE_ENV: &str = "LAB_CACHE_REMOTE";
 /// Registry user and password (both, or neither: anonymous).
 pub(crate) const USER_ENV: &str = "LAB_CACHE_USER";
 pub(crate) const PASSWORD_ENV: &str = "LAB_CACHE_PASSWORD";
+/// A PEM file of certificates trusted beside the system's (a registry behind a CA of its own).
+pub(crate) const CA_ENV: &str = "LAB_CACHE_CA";
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest silence inside one response (a stalled transfer).
@@ -87,13 +89,25 @@ impl Remote {
         };
         let user = std::env::var(USER_ENV).ok().filter(|v| !v.is_empty());
         let password = std::env::var(PASSWORD_ENV).ok();
-        Remote::new(&url, user, password)
+        let ca = match std::env::var_os(CA_ENV).filter(|v| !v.is_empty()) {
+            Some(path) => {
+                let path = std::path::PathBuf::from(path);
+                read_certificates(&path).with_context(|| format!("{CA_ENV}={}", path.display()))?
+            }
+            None => Vec::new(),
+        };
+        Remote::new(&url, user, password, ca)
             .with_context(|| format!("{REMOTE_ENV}={url}"))
             .map(Some)
     }
 
-    /// A remote at `url` (`oci://HOST[:PORT]/REPO`).
-    pub(crate) fn new(url: &str, user: Option<String>, password: Option<String>) -> Result<Remote> {
+    /// A remote at `url` (`oci://HOST[:PORT]/REPO`), trusting `ca` beside the system's roots.
+    pub(crate) fn new(
+        url: &str,
+        user: Option<String>,
+        password: Option<String>,
+        ca: Vec<Certificate>,
+    ) -> Result<Remote> {
         let (registry, repository) = parse_url(url)?;
         let auth = match (&user, password) {
             (Some(u), Some(p)) => RegistryAuth::Basic(u.clone(), p),
@@ -116,18 +130,22 @@ impl Remote {
             // One PUT per blob, streamed from the packed file (no 4 MiB chunk round trips).
             use_monolithic_push: true,
             user_agent: concat!("lab/", env!("CARGO_PKG_VERSION")),
+            extra_root_certificates: ca,
             ..Default::default()
         };
         // reqwest is built without a crypto provider of its own (lab/Cargo.toml): ring is this
         // process's. Installing fails only when one is installed already, which is as good.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        // Not `Client::new`, which logs a bad configuration and goes on with the default one.
+        let client = Client::try_from(config)
+            .map_err(|e| anyhow::anyhow!("setting up the registry client: {}", chain(&e)))?;
         Ok(Remote {
             url: url.to_string(),
             registry,
             repository,
             auth,
             user,
-            client: Client::new(config),
+            client,
             unusable: Mutex::new(None),
             missing: Mutex::new(HashSet::new()),
         })
@@ -575,11 +593,20 @@ impl Remote {
             return Failure::Unusable(anyhow::anyhow!(message));
         }
         if unusable {
-            let message = format!(
-                "cache remote {} is unreachable ({doing}): {}",
-                self.url,
-                chain(&e)
-            );
+            let cause = chain(&e);
+            // rustls's refusal comes as a connect error: say what to do about it.
+            let message = if cause.contains("certificate") {
+                format!(
+                    "cache remote {}: its TLS certificate is not trusted ({doing}): {cause}; \
+                     set {CA_ENV} to a PEM file of the CA that signed it",
+                    self.url
+                )
+            } else {
+                format!(
+                    "cache remote {} is unreachable ({doing}): {cause}",
+                    self.url
+                )
+            };
             *self.unusable.lock().unwrap() = Some(message.clone());
             return Failure::Unusable(anyhow::anyhow!(message));
         }
@@ -598,6 +625,26 @@ impl Failure {
             Failure::Unusable(e) | Failure::Entry(e) => e,
         }
     }
+}
+
+/// The certificates of PEM file `path` (at least one), for [`CA_ENV`].
+fn read_certificates(path: &Path) -> Result<Vec<Certificate>> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::CertificateDer;
+    let certs = CertificateDer::pem_file_iter(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .map(|c| {
+            c.map(|der| Certificate {
+                encoding: CertificateEncoding::Der,
+                data: der.to_vec(),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("{}: not a PEM file of certificates", path.display()))?;
+    if certs.is_empty() {
+        bail!("{}: no PEM certificate in it", path.display());
+    }
+    Ok(certs)
 }
 
 /// An error and its sources on one line (reqwest's top level says only "error sending
@@ -774,7 +821,7 @@ mod tests {
 
     #[test]
     fn urls_tags_and_credentials() {
-        let r = Remote::new("oci://127.0.0.1:5000/lab/cache", None, None).unwrap();
+        let r = Remote::new("oci://127.0.0.1:5000/lab/cache", None, None, Vec::new()).unwrap();
         assert_eq!(
             (r.registry.as_str(), r.repository.as_str()),
             ("127.0.0.1:5000", "lab/cache")
@@ -786,9 +833,12 @@ mod tests {
             "oci://host:port/lab",
             "oci://host/Lab",
         ] {
-            assert!(Remote::new(bad, None, None).is_err(), "{bad} accepted");
+            assert!(
+                Remote::new(bad, None, None, Vec::new()).is_err(),
+                "{bad} accepted"
+            );
         }
-        let err = Remote::new("oci://h/lab", Some("u".into()), None).unwrap_err();
+        let err = Remote::new("oci://h/lab", Some("u".into()), None, Vec::new()).unwrap_err();
         assert!(err.to_string().contains(PASSWORD_ENV), "{err}");
         assert_eq!(tag_of("kernels", "0a12").unwrap(), "kernels-0a12");
         assert!(tag_of("guest-programs", &"f".repeat(64)).is_ok());
@@ -805,7 +855,7 @@ mod tests {
             l.local_addr().unwrap().port()
         };
         let url = format!("oci://127.0.0.1:{port}/lab");
-        let r = Remote::new(&url, None, None).unwrap();
+        let r = Remote::new(&url, None, None, Vec::new()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let started = std::time::Instant::now();
         let err = match r.pull("images", "abc", dir.path(), dir.path()) {
