@@ -32,8 +32,24 @@ use crate::cache::{hash_parts, Cache};
 /// Cache kind of built kernels.
 pub(crate) const KIND: &str = "kernels";
 
-/// Bumped whenever the build procedure changes what ends up in an entry.
-const BUILDER_VERSION: &str = "kernel-builder-2";
+/// Bumped whenever the build procedure changes what ends up in an entry (3: builds no longer
+/// see the host's rustc, bindgen and pahole, [`UNSEEN_TOOLS`]).
+const BUILDER_VERSION: &str = "kernel-builder-3";
+
+/// Tools the kernel's Kconfig probes that the key does not name (it names gcc and ld,
+/// [`host_toolchain_id`]), each pointed at a command that does not exist. Kconfig writes their
+/// versions into `.config` (`CONFIG_RUSTC_VERSION`, `CONFIG_RUSTC_LLVM_VERSION`,
+/// `CONFIG_PAHOLE_VERSION`), and `CONFIG_IKCONFIG` puts `.config` into the bzImage: with rustc
+/// on `PATH` (a developer's `~/.cargo/bin`) a build made another bzImage under the same key
+/// than one without (a CI shard with no cargo). Measured 2026-12-04: the revert built from a
+/// pulled v6.12 tree, sha256 5302...9e9e with rustc 1.95 on PATH, 7798...141c without. Rust in
+/// the guest kernel is not supported: a recipe that asks for `CONFIG_RUST` does not get it.
+const UNSEEN_TOOLS: &[(&str, &str)] = &[
+    ("RUSTC", "lab-no-rustc"),
+    ("HOSTRUSTC", "lab-no-rustc"),
+    ("BINDGEN", "lab-no-bindgen"),
+    ("PAHOLE", "lab-no-pahole"),
+];
 
 /// kbuild's `uname -v` timestamp: fixed, so equal inputs give equal kernels. Short, because
 /// kbuild cuts UTS_VERSION (`#1-<recipe> SMP PREEMPT_DYNAMIC <timestamp>`) at 64 bytes.
@@ -655,6 +671,7 @@ impl Builder<'_, '_> {
             .arg(tree)
             .arg("O=obj")
             .arg(format!("-j{}", self.opts.jobs.max(1)))
+            .args(UNSEEN_TOOLS.iter().map(|(var, cmd)| format!("{var}={cmd}")))
             .args(targets)
             .env("KBUILD_BUILD_TIMESTAMP", BUILD_TIMESTAMP)
             .env("KBUILD_BUILD_USER", "lab")
