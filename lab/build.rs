@@ -8,6 +8,9 @@
 //! lock; the explicit `--target` keeps the static flag off the nested build scripts and
 //! proc-macros.
 
+#[path = "src/build_paths.rs"]
+mod build_paths;
+
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,6 +39,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", workspace.join(p).display());
     }
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
+    println!("cargo:rerun-if-env-changed=CARGO_HOME");
 
     let target_dir = match env::var_os("CARGO_TARGET_DIR") {
         Some(d) => PathBuf::from(d).join("agent"),
@@ -53,7 +57,9 @@ fn main() {
         .arg("--target-dir")
         .arg(&target_dir);
     scrub_env(&mut cmd);
-    cmd.env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-feature=+crt-static")
+    let mut rustflags = vec!["-Ctarget-feature=+crt-static".to_string()];
+    rustflags.extend(build_paths::remap_flags(&workspace, &target_dir));
+    cmd.env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"))
         // Small binary in the initramfs: no debuginfo (the workspace release profile has some).
         .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
         .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");

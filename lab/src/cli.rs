@@ -541,7 +541,7 @@ pub enum CacheCmd {
     /// Push cache entries to `LAB_CACHE_REMOTE` (credentials: `LAB_CACHE_USER`,
     /// `LAB_CACHE_PASSWORD`). A tag already there is left alone: keys hash inputs.
     Push {
-        /// The entry as KIND/KEY (`kernels/0a12d83ed5`: a unique key prefix will do).
+        /// The entry as KIND/KEY (`kernels/f73c8d6731`: a unique key prefix will do).
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         entry: Option<String>,
         /// Every entry of every kind.

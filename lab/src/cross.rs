@@ -400,7 +400,7 @@ fn programs_key(cache: &Cache, arch: Arch, sources: &Path) -> Result<String> {
         ("sources", listing.as_bytes()),
         ("toolchain", toolchain.as_bytes()),
         ("rustc-bundle", bundle_versions(cache, arch)?.as_bytes()),
-        ("flags", b"release,crt-static,strip=debuginfo"),
+        ("flags", b"release,crt-static,strip=debuginfo,remap-paths"),
     ])[..20]
         .to_string())
 }
@@ -465,10 +465,15 @@ fn build_programs(toolchain: &CrossToolchain, target_dir: &Path, dest: &Path) ->
         // names) and silenced.
         .env(
             "CARGO_ENCODED_RUSTFLAGS",
-            format!(
-                "-Ctarget-feature=+crt-static\x1f-Clink-arg=--sysroot={}\x1f-Alinker_messages",
-                toolchain.root.display()
-            ),
+            [
+                "-Ctarget-feature=+crt-static".to_string(),
+                format!("-Clink-arg=--sysroot={}", toolchain.root.display()),
+                "-Alinker_messages".to_string(),
+            ]
+            .into_iter()
+            .chain(crate::build_paths::remap_flags(&workspace, target_dir))
+            .collect::<Vec<_>>()
+            .join("\x1f"),
         )
         .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
         .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo")

@@ -66,6 +66,7 @@ mod agent;
 pub mod arch;
 pub mod bench;
 pub mod bisect;
+mod build_paths;
 pub mod bundle;
 pub mod cache;
 mod cross;

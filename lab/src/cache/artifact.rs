@@ -205,7 +205,7 @@ fn utf8_name<'a>(name: &'a std::ffi::OsStr, dir: &Path) -> Result<&'a str> {
 
 /// Unpacks layer blob `blob` into `dest` and checks the result against `files`: every listed
 /// path exists with its sha256, size and mode (files) or target (links), and nothing else does.
-/// `what` names the entry in errors (`kernels/0a12d83ed5`). On error `dest` may hold part of
+/// `what` names the entry in errors (`kernels/f73c8d6731`). On error `dest` may hold part of
 /// the layer: the caller removes it.
 pub(crate) fn unpack_verified(
     blob: &Path,

@@ -678,7 +678,7 @@ fn not_found(e: &OciDistributionError) -> bool {
     }
 }
 
-/// `kernels/0a12d83ed5`: how messages name an entry.
+/// `kernels/f73c8d6731`: how messages name an entry.
 pub(crate) fn entry_name(kind: &str, key: &str) -> String {
     format!("{kind}/{}", &key[..key.len().min(10)])
 }
