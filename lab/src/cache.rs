@@ -47,7 +47,11 @@ pub(crate) const PUSH_ENV: &str = "LAB_CACHE_PUSH";
 /// can name an entry. A guest image's or QEMU's key hashes its bundle's resolution; without it
 /// a fresh cache opens the private apt state (lists fetched, a Debian mirror reachable) only to
 /// work out the key of an entry the registry already holds.
-pub(crate) const SHARED_MEMOS: &[&str] = &[crate::debian::RESOLVED_MEMO];
+pub(crate) const SHARED_MEMOS: &[&str] = &[RESOLUTIONS_MEMO];
+
+/// Memo kind of Debian bundles' resolutions (written by `debian`, which names it here: the
+/// cache knows which memos travel, not what they hold).
+pub(crate) const RESOLUTIONS_MEMO: &str = "resolved-bundles";
 
 /// The one file of a memo's artifact.
 const MEMO_FILE: &str = "memo.json";

@@ -806,7 +806,7 @@ impl LockFile {
 }
 
 /// Cache memo kind of bundle resolutions.
-pub(crate) const RESOLVED_MEMO: &str = "resolved-bundles";
+pub(crate) const RESOLVED_MEMO: &str = crate::cache::RESOLUTIONS_MEMO;
 
 /// The memo key of a bundle's resolution: the request and its lock entry, so editing either
 /// (or `lab lock update`) leads to a fresh resolution.

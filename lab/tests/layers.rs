@@ -22,7 +22,16 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "base",
         &[
-            "lib", "error", "arch", "agent", "names", "process", "progress", "cache", "stats",
+            "lib",
+            "error",
+            "arch",
+            "agent",
+            "build_paths",
+            "names",
+            "process",
+            "progress",
+            "cache",
+            "stats",
             "sample",
         ],
     ),
