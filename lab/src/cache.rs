@@ -56,6 +56,15 @@ pub(crate) const RESOLUTIONS_MEMO: &str = "resolved-bundles";
 /// The one file of a memo's artifact.
 const MEMO_FILE: &str = "memo.json";
 
+/// Says that `what` came from the remote, and how long it took.
+fn say_pulled(remote: &remote::Remote, what: &str, started: std::time::Instant) {
+    crate::progress::step(format!(
+        "pulled {what} from {} in {:.1} s",
+        remote.url(),
+        started.elapsed().as_secs_f64()
+    ));
+}
+
 /// On the registry, memo `kind`/`key` is entry `memo.<kind>`/`key` (tag
 /// `memo.resolved-bundles-<key>`), apart from every entry kind.
 fn remote_memo_kind(kind: &str) -> String {
@@ -160,11 +169,7 @@ impl Cache {
                     let dest = self.dir(kind).join(key);
                     fs::rename(tmp.keep(), &dest)
                         .with_context(|| format!("moving {} into the cache", dest.display()))?;
-                    crate::progress::step(format!(
-                        "pulled {what} from {} in {:.1} s",
-                        remote.url(),
-                        started.elapsed().as_secs_f64()
-                    ));
+                    say_pulled(remote, &what, started);
                     Ok(Some(dest))
                 }
                 Err(failure) => Err(failure.into_error()),
@@ -221,11 +226,7 @@ impl Cache {
                 Ok(false) => Ok(false),
                 Ok(true) => {
                     fs::rename(tmp.path().join(layer), entry.join(layer))?;
-                    crate::progress::step(format!(
-                        "pulled {what}'s {layer} from {} in {:.1} s",
-                        remote.url(),
-                        started.elapsed().as_secs_f64()
-                    ));
+                    say_pulled(remote, &format!("{what}'s {layer}"), started);
                     Ok(true)
                 }
                 Err(failure) => Err(failure.into_error()),
@@ -363,11 +364,7 @@ impl Cache {
                     let text = fs::read(&file).with_context(|| {
                         format!("{what} on {}: no {MEMO_FILE} in it", remote.url())
                     })?;
-                    crate::progress::step(format!(
-                        "pulled {what} from {} in {:.1} s",
-                        remote.url(),
-                        started.elapsed().as_secs_f64()
-                    ));
+                    say_pulled(remote, &what, started);
                     Ok(Some(text))
                 }
                 Err(failure) => Err(failure.into_error()),
