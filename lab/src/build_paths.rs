@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 /// `CARGO_HOME` as cargo finds it: the variable, else `~/.cargo`.
-pub(crate) fn cargo_home() -> Option<PathBuf> {
+fn cargo_home() -> Option<PathBuf> {
     std::env::var_os("CARGO_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

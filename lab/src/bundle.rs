@@ -365,7 +365,10 @@ fn recipes_layer(cache: &Cache, bundles: &BTreeSet<String>) -> Result<layout::La
             sources.push(source(&path, &format!("repo/{dir}"), &[]));
         }
     }
-    let memos = cache.root().join("memo").join(crate::debian::RESOLVED_MEMO);
+    let memos = cache
+        .root()
+        .join("memo")
+        .join(crate::cache::RESOLUTIONS_MEMO);
     let mut found = BTreeSet::new();
     let mut entries: Vec<_> = std::fs::read_dir(&memos)
         .with_context(|| format!("reading {}", memos.display()))?
@@ -383,7 +386,7 @@ fn recipes_layer(cache: &Cache, bundles: &BTreeSet<String>) -> Result<layout::La
             let name = entry.file_name().to_string_lossy().into_owned();
             sources.push(source(
                 &entry.path(),
-                &format!("cache/memo/{}/{name}", crate::debian::RESOLVED_MEMO),
+                &format!("cache/memo/{}/{name}", crate::cache::RESOLUTIONS_MEMO),
                 &[],
             ));
         }

@@ -805,9 +805,6 @@ impl LockFile {
     }
 }
 
-/// Cache memo kind of bundle resolutions.
-pub(crate) const RESOLVED_MEMO: &str = crate::cache::RESOLUTIONS_MEMO;
-
 /// The memo key of a bundle's resolution: the request and its lock entry, so editing either
 /// (or `lab lock update`) leads to a fresh resolution.
 fn resolution_key(
@@ -869,7 +866,7 @@ pub(crate) fn recorded_resolution(
         &locked.archs(),
         &locked.packages,
     );
-    Ok(cache.read_memo::<ResolvedBundle>(RESOLVED_MEMO, &key))
+    Ok(cache.read_memo::<ResolvedBundle>(crate::cache::RESOLUTIONS_MEMO, &key))
 }
 
 /// Resolves a bundle (`roots` and their dependency closure, or only the closure's packages
@@ -980,7 +977,10 @@ pub(crate) fn resolve_bundle(
         &locked.archs(),
         &locked.packages,
     );
-    if let Err(e) = archive.cache.write_memo(RESOLVED_MEMO, &key, &resolved) {
+    if let Err(e) = archive
+        .cache
+        .write_memo(crate::cache::RESOLUTIONS_MEMO, &key, &resolved)
+    {
         tracing::debug!("not remembering the resolution of {name}: {e:#}");
     }
     Ok(resolved)
@@ -1437,7 +1437,9 @@ mod tests {
             DEFAULT_ARCHS,
             &bundle.packages,
         );
-        cache.write_memo(RESOLVED_MEMO, &key, &resolved).unwrap();
+        cache
+            .write_memo(crate::cache::RESOLUTIONS_MEMO, &key, &resolved)
+            .unwrap();
         let got = recorded(&roots).unwrap();
         assert_eq!(got.packages, resolved.packages);
         assert_eq!(got.substitutions, resolved.substitutions);

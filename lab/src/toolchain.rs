@@ -402,6 +402,17 @@ pub(crate) struct AccelProbe {
     pub reason: String,
 }
 
+impl AccelProbe {
+    /// KVM where it works, else `tcg`.
+    fn accel(&self, tcg: Accel) -> Accel {
+        if self.kvm_works {
+            Accel::Kvm
+        } else {
+            tcg
+        }
+    }
+}
+
 /// The accelerator of the host's guests: `LAB_ACCEL` if set, else KVM when a probe boot under
 /// KVM reaches the kernel's root-mount stage in time, else TCG ([`default_tcg`]). The probe's
 /// answer is cached per host kernel, CPU, QEMU and guest kernel, so only the first run on a host
@@ -434,12 +445,8 @@ impl AccelChoice {
         }
         let tcg = default_tcg()?;
         let memo = probe_memo_path(cache, qemu, kernel)?;
-        if let Some(probe) = std::fs::read_to_string(&memo)
-            .ok()
-            .and_then(|text| serde_json::from_str::<AccelProbe>(&text).ok())
-        {
-            let accel = if probe.kvm_works { Accel::Kvm } else { tcg };
-            return Ok(choice(accel, probe));
+        if let Some(probe) = read_probe(&memo) {
+            return Ok(choice(probe.accel(tcg), probe));
         }
         let (cache, qemu, kernel) = (cache.clone(), qemu.clone(), kernel.to_path_buf());
         // The probe's QEMU dies with this thread (PR_SET_PDEATHSIG), which outlives it.
@@ -481,11 +488,7 @@ impl AccelChoice {
                     reason: "no KVM probe ran".into(),
                 },
             };
-            let accel = if probe.kvm_works {
-                Accel::Kvm
-            } else {
-                self.tcg
-            };
+            let accel = probe.accel(self.tcg);
             tracing::info!(accel = accel.name(), reason = %probe.reason, "accelerator chosen");
             (accel, probe)
         })
@@ -545,14 +548,17 @@ fn probe_memo_path(cache: &Cache, qemu: &Qemu, kernel: &Path) -> Result<PathBuf>
     Ok(cache.dir("accel").join(format!("{}.json", &key[..16])))
 }
 
+/// The probe's answer kept at `memo`, if there is one that parses.
+fn read_probe(memo: &Path) -> Option<AccelProbe> {
+    let text = std::fs::read_to_string(memo).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 /// Probes KVM (one probe per cache at a time: another process's answer is taken) and keeps the
 /// answer at `memo`.
 fn probe_kvm_into(cache: &Cache, qemu: &Qemu, kernel: &Path, memo: &Path) -> Result<AccelProbe> {
     let _lock = cache.lock("accel-probe")?;
-    if let Some(probe) = std::fs::read_to_string(memo)
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
-    {
+    if let Some(probe) = read_probe(memo) {
         return Ok(probe);
     }
     let probe = probe_kvm(qemu, kernel)?;
