@@ -30,9 +30,12 @@ use crate::debian::{self, Archive, ResolvedBundle};
 const TOOLCHAINS: &str = "toolchains";
 /// Cache kind of the lab's guest programs built for another architecture.
 const GUEST_PROGRAMS: &str = "guest-programs";
-/// Debian release the toolchain comes from: trixie-backports has the rustc whose arm64 std is
-/// packaged (1.97); gcc and binutils come from trixie itself.
-const RELEASE: Option<&str> = Some("trixie-backports");
+/// Debian release the toolchain comes from: trixie itself, whose rustc (1.85) and arm64
+/// `libstd-rust-dev` move together at a point release. trixie-backports uploads rustc per
+/// architecture (amd64 reached 1.98 while arm64 stayed at 1.97), which left no consistent pair
+/// there and broke every fresh machine's suite; `lab-agent`'s `rust-version` keeps the guest
+/// programs buildable with this rustc.
+const RELEASE: Option<&str> = Some("trixie");
 /// Bumped when the unpacked layout (the wrappers) changes.
 const LAYOUT: &str = "cross-layout-2";
 
@@ -596,7 +599,7 @@ mod tests {
                 p("gcc-aarch64-linux-gnu", "4:14.2.0-1"),
                 p("gcc-14-aarch64-linux-gnu", "14.2.0-19cross1"),
                 p("binutils-aarch64-linux-gnu", "2.44-3"),
-                p("rustc", "1.97.1"),
+                p("rustc", "1.85.1+dfsg1-1+deb13u1"),
                 p("cpp-14-aarch64-linux-gnu", "14.2.0-19cross1"),
             ],
         );
