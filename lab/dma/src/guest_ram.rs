@@ -753,7 +753,9 @@ mod tests {
 
     /// vfio-user: the server must drop every reference to an unmapped region before it
     /// replies. A 96 MiB copy is running when the unmap arrives: once `unmap` returns the
-    /// mmap is gone and the copy writes nothing more.
+    /// mmap is gone and the copy writes nothing more. The copy is paced (1 ms before each of
+    /// its 1,536 bursts) so it still runs when the unmap comes on a loaded host (unpaced, it
+    /// once finished first in a CI run beside VM tests).
     #[test]
     fn unmap_waits_for_the_copy_in_flight_and_drops_the_mapping() {
         const NAME: &str = "unmap-while-copying";
@@ -768,7 +770,11 @@ mod tests {
         assert_eq!(mappings_of(NAME), 1);
         let copier = {
             let ram = ram.clone();
-            std::thread::spawn(move || ram.copy(0x1000_0000, 0x1000_0000 + HALF, HALF))
+            let pace = || {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                false
+            };
+            std::thread::spawn(move || ram.copy_until(0x1000_0000, 0x1000_0000 + HALF, HALF, pace))
         };
         // Unmap as soon as the copy has begun.
         let mut first = [0u8; 1];
