@@ -445,6 +445,14 @@ pub enum BenchCmd {
         /// How many of the slowest tests to list.
         #[arg(long, default_value_t = lab::bench::suite::SLOWEST)]
         slowest: usize,
+        /// Also hold the run to this tier's budget: its phases, the share of CI's limit, tests
+        /// over 5 minutes (`.ci/run` prints it for `ci`).
+        #[arg(long, value_enum)]
+        tier: Option<lab::bench::budget::Tier>,
+        /// When the whole job started (Unix seconds; default: the nextest run's start), so the
+        /// phase before nextest (cargo, apt) is counted.
+        #[arg(long, value_name = "UNIX_SECONDS")]
+        started: Option<f64>,
     },
     /// CI shards of about equal time from earlier runs' JUnit reports: prints the plan and
     /// writes one nextest filterset per shard (`cargo nextest run -E "$(cat shard-1.filterset)"`)

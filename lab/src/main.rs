@@ -293,9 +293,24 @@ async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: boo
         }) => lab::bench::kernel::times(&cache, &exe, cold, &base, &variant)
             .await?
             .render(),
-        Some(BenchCmd::Suite { profile, slowest }) => {
+        Some(BenchCmd::Suite {
+            profile,
+            slowest,
+            tier,
+            started,
+        }) => {
+            // A tier's summary reads that tier's own run.
+            let profile = profile.or(tier.map(|t| t.profile().to_string()));
             let runs = lab::bench::suite::reports(&cache, profile.as_deref())?;
-            lab::bench::suite::render_all(&runs, slowest)
+            let mut text = lab::bench::suite::render_all(&runs, slowest);
+            if let (Some(tier), Some(run)) = (tier, runs.last()) {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                text += "\n";
+                text += &lab::bench::budget::summary(run, tier, started, now, slowest);
+            }
+            text
         }
         Some(BenchCmd::Shards {
             shards,

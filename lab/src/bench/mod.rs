@@ -7,12 +7,13 @@
 //! - [`kernel`]: cold and one-patch kernel build times, read from the cache's manifests or
 //!   measured by building into a temporary cache;
 //! - [`suite`]: the test suite's wall time, per-binary sums and slowest tests, from the JUnit
-//!   report of the last nextest run;
+//!   report of the last nextest run; [`budget`]: that run against its tier's budget;
 //! - [`shards`]: CI shards of about equal time from those reports' test times.
 //!
 //! [`Overview`] puts every row of the lab's speed targets into one table (`lab bench`).
 
 pub(crate) mod boot;
+pub mod budget;
 pub mod kernel;
 pub(crate) mod run;
 pub mod shards;

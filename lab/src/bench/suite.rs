@@ -77,6 +77,8 @@ pub(crate) struct RecordBoots {
     pub boots: usize,
     /// Boots that ran and gave none.
     pub rejected: usize,
+    /// The test that wrote it (nextest's binary id and test name), when nextest ran it.
+    pub test: Option<(String, String)>,
 }
 
 /// The records under `results` whose files were last written between `start` and `end` (Unix
@@ -105,6 +107,11 @@ pub(crate) fn records_between(results: &Path, start: f64, end: f64) -> Result<Ve
             comparison: record.comparison().name().to_string(),
             boots: record.boots().len(),
             rejected: record.rejected.len(),
+            test: record
+                .manifest
+                .test
+                .as_ref()
+                .map(|t| (t.binary_id.clone(), t.test.clone())),
             path,
         });
     }
@@ -327,6 +334,34 @@ impl SuiteRun {
                 .then(a.binary.cmp(&b.binary))
         });
         sums
+    }
+
+    /// The boots (with a sample or refused) of every record test `name` of `binary` wrote.
+    pub(crate) fn boots_of(&self, binary: &str, name: &str) -> usize {
+        self.records
+            .iter()
+            .filter(|r| {
+                r.test
+                    .as_ref()
+                    .is_some_and(|(b, t)| b == binary && t == name)
+            })
+            .map(|r| r.boots + r.rejected)
+            .sum()
+    }
+
+    /// A run of `tests` started at `started_unix` that took `wall_s`, no kernel built, no
+    /// record written.
+    #[cfg(test)]
+    pub(crate) fn for_tests(started_unix: f64, wall_s: f64, tests: Vec<TestTime>) -> SuiteRun {
+        SuiteRun {
+            profile: "ci".into(),
+            path: PathBuf::from("junit.xml"),
+            started_unix,
+            wall_s,
+            tests,
+            kernels_built: Vec::new(),
+            records: Vec::new(),
+        }
     }
 
     /// The `n` slowest tests, slowest first.
