@@ -10,13 +10,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Besides the kernels of the shipped scenarios' default comparisons (what `lab prepare` builds
 # by itself): the ptdma fix tests/dma_engines.rs boots.
-extra=(v6.12+ptdma-claim-once)
+what=(--also v6.12+ptdma-claim-once)
+# The quick tier (nextest's `quick` profile, `lab test --quick`) boots the base kernel only,
+# with the default and `sched` images: no variant, no arm64 kernel, no cross toolchain.
+if [ "${NEXTEST_PROFILE:-}" = quick ]; then
+  what=(--kernels v6.12 --images sched)
+fi
 if [ -f .lab-archive ]; then
   lab=${LAB_BIN:-../debug/lab}
   if [ ! -x "$lab" ]; then
     echo "prepare.sh: running from a nextest archive, but $PWD/$lab is missing; set LAB_BIN" >&2
     exit 1
   fi
-  exec "$lab" prepare --also "${extra[@]}"
+  exec "$lab" prepare "${what[@]}"
 fi
-exec cargo run -q -p lab -- prepare --also "${extra[@]}"
+exec cargo run -q -p lab -- prepare "${what[@]}"

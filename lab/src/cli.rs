@@ -238,6 +238,10 @@ pub enum Cmd {
     /// names), then the tests that skipped a part marked skipped in the run's JUnit report.
     /// Exits with nextest's status.
     Test {
+        /// The quick tier (nextest's `quick` profile): every unit test and the VM tests of the
+        /// machine itself on the base kernel, no scenario decision, no bisect; a few minutes.
+        #[arg(long)]
+        quick: bool,
         /// Passed to `cargo nextest run --workspace`, e.g. `--profile ci`, `-E 'binary(vm)'`.
         #[arg(
             trailing_var_arg = true,

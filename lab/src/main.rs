@@ -211,13 +211,24 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
         Cmd::Cache {
             command: CacheCmd::Push { entry, .. },
         } => print!("{}", push_entries(&Cache::from_env()?, entry.as_deref())?),
-        Cmd::Test { args } => {
+        Cmd::Test { quick, args } => {
+            let args = if quick {
+                lab::nextest::quick_args(&args)?
+            } else {
+                args
+            };
             let run = lab::nextest::test_suite(&args)?;
             match &run.skips {
                 Some(Ok(marked)) => print!("{marked}"),
                 Some(Err(e)) => eprintln!("lab: error: {e:#}"),
                 None => {}
             }
+            eprintln!(
+                "lab test: {} in {} (compile included), exit {}",
+                if quick { "the quick tier" } else { "the suite" },
+                lab::bench::minutes(started.elapsed().as_secs_f64()),
+                run.exit_code()
+            );
             return Ok(run.exit_code());
         }
         Cmd::Bundle { command } => match command.into() {

@@ -239,6 +239,27 @@ pub fn test_suite(args: &[String]) -> Result<TestRun> {
     })
 }
 
+/// The nextest profile of the quick tier (`lab test --quick`, .config/nextest.toml).
+pub const QUICK_PROFILE: &str = "quick";
+
+/// `lab test --quick ARGS`: ARGS run under the quick tier's profile; an error if ARGS name
+/// another profile.
+pub fn quick_args(args: &[String]) -> Result<Vec<String>> {
+    let named = profile_of(args, None);
+    if args
+        .iter()
+        .any(|a| a == "--profile" || a == "-P" || a.starts_with("--profile="))
+        && named != QUICK_PROFILE
+    {
+        anyhow::bail!(
+            "`lab test --quick` runs nextest's `{QUICK_PROFILE}` profile, but the arguments name `{named}`"
+        );
+    }
+    let mut out = vec!["--profile".to_string(), QUICK_PROFILE.to_string()];
+    out.extend(args.iter().cloned());
+    Ok(out)
+}
+
 /// Ignores SIGINT in this process until dropped (then restores what was there).
 struct IgnoreCtrlC {
     previous: libc::sighandler_t,
@@ -264,6 +285,16 @@ impl Drop for IgnoreCtrlC {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quick_runs_the_quick_profile_and_refuses_another() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let quick = quick_args(&args(&["-E", "binary(vm)"])).unwrap();
+        assert_eq!(quick, args(&["--profile", "quick", "-E", "binary(vm)"]));
+        assert_eq!(profile_of(&quick, Some("ci")), "quick");
+        let other = quick_args(&args(&["--profile", "ci"])).unwrap_err();
+        assert!(format!("{other}").contains("name `ci`"), "{other}");
+    }
 
     #[test]
     fn the_required_version_comes_from_nextest_version_in_either_form() {

@@ -307,7 +307,7 @@ impl Overview {
 }
 
 /// `12 min 5 s`.
-pub(crate) fn minutes(seconds: f64) -> String {
+pub fn minutes(seconds: f64) -> String {
     let s = seconds.round() as u64;
     if s < 60 {
         format!("{s} s")
