@@ -2,6 +2,12 @@
 //! and OpenSSL headers); the README's first command must still work there, so as root on a
 //! Debian-like host the lab installs them with apt (saying so), and otherwise names the exact
 //! command to run. `LAB_NO_INSTALL=1` turns the install off.
+//!
+//! Installs never race: parallel tests on a fresh host all find the tools missing at once, and
+//! dpkg fails a second apt at once ("Could not get lock /var/lib/dpkg/lock-frontend"). So the
+//! lab's installs take turns on a host-wide lock ([`INSTALL_LOCK`]) and look again once they
+//! hold it (what the one before installed is not installed twice), and apt itself waits for
+//! dpkg's lock held by anything else (unattended-upgrades, a user's apt) instead of failing.
 
 use std::path::Path;
 use std::process::Command;
@@ -21,6 +27,14 @@ const NEEDS: &[(Need, &str)] = &[
     (Need::Header("gelf.h"), "libelf-dev"),
     (Need::Header("openssl/ssl.h"), "libssl-dev"),
 ];
+
+/// The lab's host package installs take turns here: one file per host, not per cache, since
+/// dpkg's lock is the host's. Only root installs, and `/run/lock` is root's and cleared at boot.
+const INSTALL_LOCK: &str = "/run/lock/lab-host-install.lock";
+
+/// How long apt waits for dpkg's lock held by another program before it fails (seconds): a
+/// fresh host's unattended-upgrades can hold it for minutes.
+const DPKG_LOCK_WAIT_S: u32 = 600;
 
 enum Need {
     Command(&'static str),
@@ -69,13 +83,49 @@ pub(crate) fn ensure_build_tools(logs: &Path) -> Result<()> {
             missing.join(" ")
         );
     }
-    install_with(Path::new("apt-get"), &missing, logs)
-        .with_context(|| format!("run: {command}"))?;
+    install_once(
+        Path::new("apt-get"),
+        Path::new(INSTALL_LOCK),
+        missing_packages,
+        logs,
+    )
+    .with_context(|| format!("run: {command}"))?;
     let still = missing_packages();
     if !still.is_empty() {
         bail!("still missing after install: {}", still.join(" "));
     }
     Ok(())
+}
+
+/// Installs what `still_missing` names once this process holds the host-wide `lock`: a lab
+/// that waited there for another's install looks again and installs only what is still
+/// missing, usually nothing.
+fn install_once(
+    apt: &Path,
+    lock: &Path,
+    still_missing: impl Fn() -> Vec<&'static str>,
+    logs: &Path,
+) -> Result<()> {
+    let file = crate::cache::open_lock_file(lock)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            crate::progress::step(format!(
+                "waiting for another lab's package install to end (lock {})",
+                lock.display()
+            ));
+            file.lock()
+                .with_context(|| format!("locking {}", lock.display()))?;
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("locking {}", lock.display()))
+        }
+    }
+    let missing = still_missing();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    install_with(apt, &missing, logs)
 }
 
 /// Installs `missing` with `apt` (`apt-get`), updating the lists once if the first try fails;
@@ -101,9 +151,11 @@ fn install_with(apt: &Path, missing: &[&str], logs: &Path) -> Result<()> {
         text.extend_from_slice(&out.stderr);
         Ok(out.status.success())
     };
-    let mut install: Vec<&str> = vec!["install", "-y", "-q", "--no-install-recommends"];
+    let wait = format!("DPkg::Lock::Timeout={DPKG_LOCK_WAIT_S}");
+    let mut install: Vec<&str> = vec!["-o", &wait, "install", "-y", "-q"];
+    install.push("--no-install-recommends");
     install.extend(missing);
-    let ok = run(&install)? || (run(&["update", "-q"])? && run(&install)?);
+    let ok = run(&install)? || (run(&["-o", &wait, "update", "-q"])? && run(&install)?);
     std::fs::write(&log, &text).with_context(|| format!("writing {}", log.display()))?;
     if !ok {
         let tail: Vec<String> = String::from_utf8_lossy(&text)
@@ -136,7 +188,7 @@ mod install_tests {
         let path = dir.join("apt-get");
         let script = format!(
             "#!/bin/sh\necho \"$@\" >> {calls}\necho 'Reading package lists...'\n\
-             case \"$1\" in update) touch {updated} ;; install) [ {fail} = 0 ] || [ -e {updated} ] || {{ echo 'E: Unable to locate package' >&2; exit 100; }} ;; esac\n",
+             case \"$3\" in update) touch {updated} ;; install) [ {fail} = 0 ] || [ -e {updated} ] || {{ echo 'E: Unable to locate package' >&2; exit 100; }} ;; esac\n",
             calls = dir.join("calls").display(),
             updated = dir.join("updated").display(),
             fail = u8::from(fail_first)
@@ -152,7 +204,10 @@ mod install_tests {
         let logs = dir.path().join("logs");
         install_with(&fake_apt(dir.path(), false), &["flex", "bison"], &logs).unwrap();
         let calls = std::fs::read_to_string(dir.path().join("calls")).unwrap();
-        assert_eq!(calls, "install -y -q --no-install-recommends flex bison\n");
+        assert_eq!(
+            calls,
+            "-o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends flex bison\n"
+        );
         let log = std::fs::read_dir(&logs)
             .unwrap()
             .next()
@@ -160,7 +215,56 @@ mod install_tests {
             .unwrap()
             .path();
         let text = std::fs::read_to_string(log).unwrap();
-        assert!(text.contains("$ apt-get install") && text.contains("Reading package lists"));
+        assert!(
+            text.contains("$ apt-get -o DPkg::Lock::Timeout=600 install")
+                && text.contains("Reading package lists")
+        );
+    }
+
+    /// Two labs that find the same tools missing at once: both succeed, and apt installs once.
+    /// The stand-in apt fails as dpkg does when another apt holds its lock (`busy`), so without
+    /// the host-wide lock the second install fails; without the second look it installs twice.
+    #[test]
+    fn two_installs_started_together_both_succeed_and_install_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let apt = dir.path().join("apt-get");
+        let script = format!(
+            "#!/bin/sh\necho \"$@\" >> {calls}\n\
+             if ! mkdir {busy} 2>/dev/null; then echo 'E: Could not get lock /var/lib/dpkg/lock-frontend' >&2; exit 100; fi\n\
+             sleep 0.5; touch {installed}; rmdir {busy}\n",
+            calls = dir.path().join("calls").display(),
+            busy = dir.path().join("busy").display(),
+            installed = dir.path().join("installed").display(),
+        );
+        std::fs::write(&apt, script).unwrap();
+        std::fs::set_permissions(&apt, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let lock = dir.path().join("install.lock");
+        let installed = dir.path().join("installed");
+        let logs = dir.path().join("logs");
+        let barrier = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            let runs: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        let missing = || {
+                            if installed.exists() {
+                                Vec::new()
+                            } else {
+                                vec!["flex"]
+                            }
+                        };
+                        install_once(&apt, &lock, missing, &logs)
+                    })
+                })
+                .collect();
+            for run in runs {
+                run.join().unwrap().unwrap();
+            }
+        });
+        let calls = std::fs::read_to_string(dir.path().join("calls")).unwrap();
+        assert_eq!(calls.matches(" install ").count(), 1, "{calls}");
+        assert!(installed.exists());
     }
 
     #[test]
