@@ -450,7 +450,7 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = lab::bench::suite::SLOWEST)]
         slowest: usize,
         /// Also hold the run to this tier's budget: its phases, the share of CI's limit, tests
-        /// over 5 minutes (`.ci/run` prints it for `ci`).
+        /// over 5 minutes (`.ci/run` prints it for `ci`; `quick` reads `lab test --quick`'s run).
         #[arg(long, value_enum)]
         tier: Option<lab::bench::budget::Tier>,
         /// When the whole job started (Unix seconds; default: the nextest run's start), so the

@@ -16,6 +16,9 @@ pub const CI_LIMIT_S: f64 = 90.0 * 60.0;
 /// Which run of the suite: what it holds and what it may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Tier {
+    /// `lab test --quick`: the unit tests and the machine's own VM tests, the base kernel
+    /// cached, compile included.
+    Quick,
     /// `.ci/run`: everything, cold (no `~/.cache/lab`, no `target/`).
     Ci,
 }
@@ -24,6 +27,7 @@ impl Tier {
     /// The most the tier may take on the slower 2-core host, in seconds.
     pub fn budget_s(self) -> f64 {
         match self {
+            Tier::Quick => 5.0 * 60.0,
             Tier::Ci => 45.0 * 60.0,
         }
     }
@@ -31,12 +35,14 @@ impl Tier {
     /// The nextest profile the tier runs.
     pub fn profile(self) -> &'static str {
         match self {
+            Tier::Quick => crate::nextest::QUICK_PROFILE,
             Tier::Ci => "ci",
         }
     }
 
     fn name(self) -> &'static str {
         match self {
+            Tier::Quick => "quick tier",
             Tier::Ci => "CI",
         }
     }
@@ -202,5 +208,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("no test over 5 min 0 s"), "{text}");
+        let quick = summary(&long, Tier::Quick, None, 4000.0, 2);
+        assert!(
+            quick.contains("OVER the quick tier's budget of 5 min 0 s"),
+            "{quick}"
+        );
     }
 }

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use crate::cache::Cache;
 
 /// Nextest profiles whose reports `lab bench` looks for.
-pub(crate) const PROFILES: &[&str] = &["default", "ci"];
+pub(crate) const PROFILES: &[&str] = &["quick", "default", "ci"];
 
 /// How many of the slowest tests the report lists.
 pub const SLOWEST: usize = 10;
