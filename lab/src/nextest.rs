@@ -239,8 +239,7 @@ pub fn test_suite(args: &[String]) -> Result<TestRun> {
     })
 }
 
-/// The nextest profile of the quick tier (`lab test --quick`, .config/nextest.toml).
-pub const QUICK_PROFILE: &str = "quick";
+pub use crate::bench::suite::QUICK_PROFILE;
 
 /// `lab test --quick ARGS`: ARGS run under the quick tier's profile; an error if ARGS name
 /// another profile.

@@ -35,7 +35,7 @@ impl Tier {
     /// The nextest profile the tier runs.
     pub fn profile(self) -> &'static str {
         match self {
-            Tier::Quick => crate::nextest::QUICK_PROFILE,
+            Tier::Quick => super::suite::QUICK_PROFILE,
             Tier::Ci => "ci",
         }
     }

@@ -19,7 +19,10 @@ use anyhow::{Context, Result};
 use crate::cache::Cache;
 
 /// Nextest profiles whose reports `lab bench` looks for.
-pub(crate) const PROFILES: &[&str] = &["quick", "default", "ci"];
+pub(crate) const PROFILES: &[&str] = &[QUICK_PROFILE, "default", "ci"];
+
+/// The nextest profile of the quick tier (`lab test --quick`, .config/nextest.toml).
+pub const QUICK_PROFILE: &str = "quick";
 
 /// How many of the slowest tests the report lists.
 pub const SLOWEST: usize = 10;
