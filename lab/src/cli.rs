@@ -570,4 +570,12 @@ pub enum LockCmd {
         /// moves every kernel's cache key with it.
         bundles: Vec<String>,
     },
+    /// What the archive has done to the lock, changing nothing: every locked package that left
+    /// the archive (and whether a run substitutes it or fails), changed its checksum, or would
+    /// move with `lab lock update`; exit 1 when a bundle needs that update. For a scheduled CI
+    /// job; `LAB_APT_REFRESH=1` reads lists fetched now.
+    Check {
+        /// Only these bundles; all when none are named.
+        bundles: Vec<String>,
+    },
 }

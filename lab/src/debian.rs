@@ -22,8 +22,9 @@
 //! fails the old lists are used with a warning and are not marked fresh. Steps that cannot do
 //! without the network (lists never fetched, downloads) retry with backoff and name what failed.
 //!
-//! Outside the lab only `lab lock update` ([`update_default_lock`]) and the suites a mirror
-//! must serve ([`SUITES`], for `LAB_DEBIAN_MIRROR`) are public.
+//! Outside the lab only `lab lock update` ([`update_default_lock`]), `lab lock check`
+//! ([`check_default_lock`], changing nothing) and the suites a mirror must serve ([`SUITES`],
+//! for `LAB_DEBIAN_MIRROR`) are public.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -35,6 +36,9 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::{hash_parts, sha256_file, Cache, CacheLock};
+
+mod check;
+pub use check::{check_default_lock, LockCheck};
 
 /// Suites the private apt state reads. Bookworm hosts get trixie's kernels and trixie-backports'
 /// QEMU (the first with `vfio-user-pci`).

@@ -241,6 +241,13 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
         Cmd::Lock {
             command: LockCmd::Update { bundles },
         } => print!("{}", update_default_lock(&Cache::from_env()?, &bundles)?),
+        Cmd::Lock {
+            command: LockCmd::Check { bundles },
+        } => {
+            let check = lab::debian::check_default_lock(&Cache::from_env()?, &bundles)?;
+            print!("{check}");
+            return Ok(check.exit_code());
+        }
     }
     Ok(0)
 }
