@@ -6,7 +6,9 @@
 //! drops superseded versions; when a locked one is gone the lab takes the newest of the same
 //! upstream series, says so loudly once, when it resolves the bundle, and records the
 //! substitution with the resolution and in every result (`lab lock update` rewrites the lock);
-//! a later run that reuses the resolution does not say it again.
+//! a later run that reuses the resolution does not say it again. When the whole series left,
+//! the bundle is resolved again as a whole; several architectures out of step fall back to the
+//! release below; `LAB_LOCK_STRICT=1` fails instead (`moved`).
 //!
 //! Every resolution is remembered in the cache under a key of its lock entry
 //! (`recorded_resolution`): while the lock entry is unchanged, a caller whose product (an
@@ -38,6 +40,9 @@ use serde::{Deserialize, Serialize};
 use crate::cache::{hash_parts, sha256_file, Cache, CacheLock};
 
 mod check;
+mod moved;
+#[cfg(test)]
+mod test_repo;
 pub use check::{check_default_lock, LockCheck};
 
 /// Suites the private apt state reads. Bookworm hosts get trixie's kernels and trixie-backports'
@@ -713,6 +718,14 @@ pub(crate) struct Substitution {
 }
 
 impl Substitution {
+    pub(crate) fn new(package: &str, locked: &str, used: &str) -> Substitution {
+        Substitution {
+            package: package.to_string(),
+            locked: locked.to_string(),
+            used: used.to_string(),
+        }
+    }
+
     /// Says loudly that a locked version is gone (once: when the bundle is resolved).
     pub(crate) fn warn(&self) {
         crate::progress::warn(format!(
@@ -886,6 +899,20 @@ pub(crate) fn resolve_bundle(
     release: Option<&str>,
     only: Option<&str>,
 ) -> Result<ResolvedBundle> {
+    let strict = moved::strict_from_env();
+    resolve_bundle_as(archive, lock_path, name, roots, release, only, strict)
+}
+
+/// [`resolve_bundle`], failing on any version that left the archive when `strict`.
+fn resolve_bundle_as(
+    archive: &Archive,
+    lock_path: &Path,
+    name: &str,
+    roots: &[&str],
+    release: Option<&str>,
+    only: Option<&str>,
+    strict: bool,
+) -> Result<ResolvedBundle> {
     let _guard = LOCK_FILE_MUTEX.lock().unwrap_or_else(|p| p.into_inner());
     let mut lock = LockFile::load(lock_path)?;
     let roots_owned: Vec<String> = roots.iter().map(|s| s.to_string()).collect();
@@ -917,6 +944,8 @@ pub(crate) fn resolve_bundle(
     };
     let mut packages = Vec::new();
     let mut substitutions = Vec::new();
+    // Locked packages whose whole upstream series left: the bundle resolves again.
+    let mut series_gone = Vec::new();
     let wanted: Vec<(String, String)> = locked
         .packages
         .iter()
@@ -938,22 +967,24 @@ pub(crate) fn resolve_bundle(
                 }
                 packages.push(found);
             }
+            None if strict => {
+                return Err(moved::strict_error(
+                    lock_path,
+                    &pkg.name,
+                    &pkg.version,
+                    archive,
+                ))
+            }
             None => {
                 let series = upstream_series(&pkg.version);
-                let replacement = archive
+                let Some(replacement) = archive
                     .versions(&pkg.name)?
                     .into_iter()
                     .find(|v| upstream_series(v) == series)
-                    .with_context(|| {
-                        format!(
-                            "{} {} (locked in {}) has left the archive and no {} {series}.x \
-                             remains: run `lab lock update`",
-                            pkg.name,
-                            pkg.version,
-                            lock_path.display(),
-                            pkg.name
-                        )
-                    })?;
+                else {
+                    series_gone.push(pkg.clone());
+                    continue;
+                };
                 let found = archive
                     .lookup(&pkg.name, &replacement)?
                     .context("replacement vanished")?;
@@ -967,6 +998,25 @@ pub(crate) fn resolve_bundle(
                 packages.push(found);
             }
         }
+    }
+    if !series_gone.is_empty() {
+        let again = moved::resolve_again(archive, name, &locked.roots, release, only)
+            .with_context(|| {
+                format!(
+                    "{} {} (locked in {}) has left the archive with its whole series",
+                    series_gone[0].name,
+                    series_gone[0].version,
+                    lock_path.display()
+                )
+            })?;
+        substitutions = moved::changes(&locked.packages, &again.packages);
+        crate::progress::warn(moved::reresolved_warning(
+            name,
+            &series_gone,
+            &substitutions,
+            again.fell_back.as_ref(),
+        ));
+        packages = again.packages;
     }
     let resolved = ResolvedBundle {
         name: name.to_string(),
@@ -1059,11 +1109,19 @@ pub(crate) fn update_lock(
             continue;
         }
         let archive = archive_for(&bundle.archs())?;
-        let packages = archive.resolve_closure(
+        let moved::InStep {
+            packages,
+            fell_back,
+        } = moved::resolve_again(
+            &archive,
+            &bundle.name,
             &bundle.roots,
             bundle.release.as_deref(),
             bundle.only.as_deref(),
         )?;
+        if let Some(f) = fell_back {
+            changes.push(format!("{}: {f}", bundle.name));
+        }
         let old: BTreeMap<_, _> = bundle
             .packages
             .iter()

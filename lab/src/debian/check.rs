@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
+use super::moved::InStep;
 use super::{upstream_series, Archive, LockFile, LockedBundle, PackageRef};
 use crate::cache::Cache;
 
@@ -42,6 +43,8 @@ pub(crate) struct BundleCheck {
     /// What `lab lock update BUNDLE` would change (`name old -> new`, `+ name v`, `- name v`),
     /// or why it would fail.
     pub update: Result<Vec<String>, String>,
+    /// An update resolves from the release below the bundle's own, and why.
+    pub fell_back: Option<String>,
 }
 
 impl BundleCheck {
@@ -103,6 +106,9 @@ impl fmt::Display for LockCheck {
                     )?,
                 }
             }
+            if let Some(why) = &b.fell_back {
+                writeln!(f, "  an update {why}")?;
+            }
             match &b.update {
                 Ok(moves) if moves.is_empty() => writeln!(f, "  an update would move nothing")?,
                 Ok(moves) => {
@@ -133,12 +139,12 @@ impl fmt::Display for LockCheck {
 
 /// What `bundle` looks like against `archive`: `found` is the archive's entry for each locked
 /// package (in order, `None`: not served), `versions` what the archive has of a package,
-/// `fresh` the bundle resolved again.
+/// `fresh` the bundle resolved again (as `lab lock update` would).
 pub(crate) fn check_bundle(
     bundle: &LockedBundle,
     found: &[Option<PackageRef>],
     versions: &mut dyn FnMut(&str) -> Result<Vec<String>>,
-    fresh: Result<Vec<PackageRef>>,
+    fresh: Result<InStep>,
 ) -> Result<BundleCheck> {
     let mut gone = Vec::new();
     for (pkg, entry) in bundle.packages.iter().zip(found) {
@@ -166,42 +172,23 @@ pub(crate) fn check_bundle(
             }
         }
     }
-    let update = fresh
-        .map(|packages| moves(&bundle.packages, &packages))
-        .map_err(|e| format!("{e:#}"));
+    let (update, fell_back) = match fresh {
+        Ok(again) => (
+            Ok(super::moved::changes(&bundle.packages, &again.packages)
+                .iter()
+                .map(super::moved::change_line)
+                .collect()),
+            again.fell_back.map(|f| f.to_string()),
+        ),
+        Err(e) => (Err(format!("{e:#}")), None),
+    };
     Ok(BundleCheck {
         name: bundle.name.clone(),
         packages: bundle.packages.len(),
         gone,
         update,
+        fell_back,
     })
-}
-
-/// The lines `lab lock update` would print going from `old` to `new`, and the packages it
-/// would drop.
-fn moves(old: &[PackageRef], new: &[PackageRef]) -> Vec<String> {
-    let before: BTreeMap<&str, &str> = old
-        .iter()
-        .map(|p| (p.name.as_str(), p.version.as_str()))
-        .collect();
-    let after: BTreeMap<&str, &str> = new
-        .iter()
-        .map(|p| (p.name.as_str(), p.version.as_str()))
-        .collect();
-    let mut out = Vec::new();
-    for (name, v) in &after {
-        match before.get(name) {
-            Some(old) if old == v => {}
-            Some(old) => out.push(format!("{name} {old} -> {v}")),
-            None => out.push(format!("+ {name} {v}")),
-        }
-    }
-    for (name, v) in &before {
-        if !after.contains_key(name) {
-            out.push(format!("- {name} {v}"));
-        }
-    }
-    out
 }
 
 /// `lab lock check [BUNDLE...]`: every bundle of the lock file (`LockFile::default_path`), or
@@ -248,7 +235,7 @@ pub(crate) fn check_lock(
             .map(|p| (p.name.clone(), p.version.clone()))
             .collect();
         let found = archive.lookup_many(&wanted)?;
-        let fresh = archive.resolve_closure(
+        let fresh = archive.resolve_in_step(
             &bundle.roots,
             bundle.release.as_deref(),
             bundle.only.as_deref(),
@@ -275,6 +262,13 @@ mod tests {
             name: name.into(),
             version: version.into(),
             sha256: sha.into(),
+        }
+    }
+
+    fn in_step(packages: Vec<PackageRef>) -> InStep {
+        InStep {
+            packages,
+            fell_back: None,
         }
     }
 
@@ -309,12 +303,12 @@ mod tests {
                 _ => vec!["1.98.1+dfsg1-1~bpo13+1".into(), "1.85.1+dfsg1-1".into()],
             })
         };
-        let fresh = Ok(vec![
+        let fresh = Ok(in_step(vec![
             pkg("qemu", "1:11.1.4+ds-1~bpo13+1", "e"),
             pkg("rustc", "1.98.1+dfsg1-1~bpo13+1", "f"),
             pkg("libc6", "2.41-12", "c"),
             pkg("libnew", "1.0-1", "g"),
-        ]);
+        ]));
         let check = check_bundle(&locked, &found, &mut versions, fresh).unwrap();
         assert_eq!(
             check.gone,
@@ -368,7 +362,7 @@ mod tests {
             &locked,
             &found,
             &mut none,
-            Ok(vec![pkg("rustc", "1.85.1+dfsg1-1", "b")]),
+            Ok(in_step(vec![pkg("rustc", "1.85.1+dfsg1-1", "b")])),
         )
         .unwrap();
         assert!(!ok.needs_update());
