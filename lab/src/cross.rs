@@ -100,8 +100,7 @@ impl CrossToolchain {
         let roots = roots(arch);
         let root_refs: Vec<&str> = roots.iter().map(String::as_str).collect();
         let lock = debian::LockFile::default_path();
-        if let Some(resolved) =
-            debian::recorded_resolution(cache, &lock, &name, &root_refs, RELEASE, None)?
+        if let Some(resolved) = debian::recorded_resolution(cache, &lock, &name, &root_refs, None)?
         {
             if let Some(entry) = cache.lookup(TOOLCHAINS, &toolchain_key(&resolved)) {
                 resolved.note_substitutions();
@@ -132,8 +131,7 @@ impl CrossToolchain {
         let roots = roots(arch);
         let root_refs: Vec<&str> = roots.iter().map(String::as_str).collect();
         let lock = debian::LockFile::default_path();
-        if let Some(resolved) =
-            debian::recorded_resolution(cache, &lock, &name, &root_refs, RELEASE, None)?
+        if let Some(resolved) = debian::recorded_resolution(cache, &lock, &name, &root_refs, None)?
         {
             return Ok(identity(arch, &resolved.packages));
         }
@@ -414,25 +412,24 @@ fn bundle_versions(cache: &Cache, arch: Arch) -> Result<String> {
     let roots = roots(arch);
     let root_refs: Vec<&str> = roots.iter().map(String::as_str).collect();
     let lock = debian::LockFile::default_path();
-    let packages =
-        match debian::recorded_resolution(cache, &lock, &name, &root_refs, RELEASE, None)? {
-            Some(r) => r.packages,
-            None => match debian::LockFile::load(&lock)?.bundle(&name) {
-                Some(b) => b.packages.clone(),
-                None => CrossToolchain::provision(cache, arch)?
-                    .packages
-                    .iter()
-                    .map(|p| {
-                        let (name, version) = p.split_once('=').unwrap_or((p, ""));
-                        debian::PackageRef {
-                            name: name.into(),
-                            version: version.into(),
-                            sha256: String::new(),
-                        }
-                    })
-                    .collect(),
-            },
-        };
+    let packages = match debian::recorded_resolution(cache, &lock, &name, &root_refs, None)? {
+        Some(r) => r.packages,
+        None => match debian::LockFile::load(&lock)?.bundle(&name) {
+            Some(b) => b.packages.clone(),
+            None => CrossToolchain::provision(cache, arch)?
+                .packages
+                .iter()
+                .map(|p| {
+                    let (name, version) = p.split_once('=').unwrap_or((p, ""));
+                    debian::PackageRef {
+                        name: name.into(),
+                        version: version.into(),
+                        sha256: String::new(),
+                    }
+                })
+                .collect(),
+        },
+    };
     Ok(packages
         .iter()
         .map(|p| format!("{}={}\n", p.name, p.version))

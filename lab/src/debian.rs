@@ -864,7 +864,6 @@ pub(crate) fn recorded_resolution(
     lock_path: &Path,
     name: &str,
     roots: &[&str],
-    release: Option<&str>,
     only: Option<&str>,
 ) -> Result<Option<ResolvedBundle>> {
     let lock = LockFile::load(lock_path)?;
@@ -878,7 +877,7 @@ pub(crate) fn recorded_resolution(
     let key = resolution_key(
         name,
         &roots,
-        release,
+        locked.release.as_deref(),
         only,
         &locked.archs(),
         &locked.packages,
@@ -889,8 +888,9 @@ pub(crate) fn recorded_resolution(
 /// Resolves a bundle (`roots` and their dependency closure, or only the closure's packages
 /// whose names start with `only`):
 /// the locked versions where the archive still has them, else the newest of
-/// the same upstream series (loudly). A bundle missing from the lock is resolved fresh and
-/// written to the lock, so a new checkout pins what it first used.
+/// the same upstream series (loudly). A bundle missing from the lock is resolved fresh from
+/// `release` and written to the lock, so a new checkout pins what it first used; a locked one
+/// keeps the lock's `release`.
 pub(crate) fn resolve_bundle(
     archive: &Archive,
     lock_path: &Path,
@@ -942,6 +942,9 @@ fn resolve_bundle_as(
             bundle
         }
     };
+    // Once locked, the bundle's release is the lock's (`lab lock update` reads it there too);
+    // the caller's names the release a bundle new to the lock is resolved from.
+    let release = locked.release.as_deref();
     let mut packages = Vec::new();
     let mut substitutions = Vec::new();
     // Locked packages whose whole upstream series left: the bundle resolves again.
@@ -1469,15 +1472,7 @@ mod tests {
         lock.save(&lock_path).unwrap();
         let roots = ["busybox-static"];
         let recorded = |roots: &[&str]| {
-            recorded_resolution(
-                &cache,
-                &lock_path,
-                "guest-default",
-                roots,
-                Some("trixie"),
-                None,
-            )
-            .unwrap()
+            recorded_resolution(&cache, &lock_path, "guest-default", roots, None).unwrap()
         };
         // Never resolved with this cache: nothing recorded.
         assert!(recorded(&roots).is_none());

@@ -176,7 +176,7 @@ fn bundle_suffix(arch: Arch) -> String {
 
 impl Bundle<'_> {
     fn recorded(&self, cache: &Cache, lock: &Path) -> Result<Option<debian::ResolvedBundle>> {
-        debian::recorded_resolution(cache, lock, &self.name, &self.roots, RELEASE, None)
+        debian::recorded_resolution(cache, lock, &self.name, &self.roots, None)
     }
 
     fn resolve(&self, archive: &Archive, lock: &Path) -> Result<debian::ResolvedBundle> {

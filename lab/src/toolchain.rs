@@ -129,9 +129,7 @@ impl Qemu {
         const ROOTS: &[&str] = &["qemu-system-x86", "qemu-system-arm"];
         const RELEASE: Option<&str> = Some("trixie-backports");
         let lock = debian::LockFile::default_path();
-        if let Some(resolved) =
-            debian::recorded_resolution(cache, &lock, NAME, ROOTS, RELEASE, None)?
-        {
+        if let Some(resolved) = debian::recorded_resolution(cache, &lock, NAME, ROOTS, None)? {
             if let Some(entry) = cache.lookup("qemu", &bundle_key(&resolved)) {
                 resolved.note_substitutions();
                 return Qemu::from_bundle(cache, &entry, &resolved);

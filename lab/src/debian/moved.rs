@@ -103,7 +103,7 @@ impl Archive {
         Err(first.context(format!(
             "{} resolve to no set with one version for every architecture ({}) in {tried}; \
              what each has:\n{have}way out: give the bundle a release where they agree \
-             (`release` in the lock and the bundle's RELEASE in the lab), or wait for the \
+             (its `release` in the lock), or wait for the \
              archive to catch up; then `lab lock update`",
             roots.join(" "),
             self.archs.join(", ")

@@ -193,7 +193,7 @@ fn debian_kernel(cache: &Cache, arch: Arch) -> Result<BootKernel> {
     };
     let lock = debian::LockFile::default_path();
     if let Some(resolved) =
-        debian::recorded_resolution(cache, &lock, &bundle_name, &[package], RELEASE, ONLY)?
+        debian::recorded_resolution(cache, &lock, &bundle_name, &[package], ONLY)?
     {
         if let Some(image) = resolved.packages.first() {
             if let Some(entry) = cache.lookup(KIND, &unpacked_key(image)) {

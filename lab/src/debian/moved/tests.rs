@@ -138,8 +138,11 @@ fn a_locked_series_gone_resolves_the_whole_bundle_again_and_records_it_and_stric
             && strict.contains("LAB_LOCK_STRICT=1"),
         "{strict}"
     );
+    // Resolved again from the lock's release (none here), not the caller's: a release apt does
+    // not know would fail it.
+    let caller = Some("no-such-release");
     let resolved =
-        resolve_bundle_as(&archive, &lock, "tools", &["lab-tool"], None, None, false).unwrap();
+        resolve_bundle_as(&archive, &lock, "tools", &["lab-tool"], caller, None, false).unwrap();
     assert_eq!(
         versions(&resolved.packages),
         pairs(&[("lab-lib", "2.0-1"), ("lab-tool", "2.0-1")])
@@ -153,7 +156,7 @@ fn a_locked_series_gone_resolves_the_whole_bundle_again_and_records_it_and_stric
     );
     // Recorded with the resolution: what a warm start reuses without apt and every result's
     // manifest carries.
-    let recorded = recorded_resolution(&cache, &lock, "tools", &["lab-tool"], None, None)
+    let recorded = recorded_resolution(&cache, &lock, "tools", &["lab-tool"], None)
         .unwrap()
         .expect("the resolution is remembered");
     assert_eq!(recorded.substitutions, resolved.substitutions);
