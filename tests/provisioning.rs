@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sha2::Digest as _;
+use lab::debian::test_repo::{TestDeb, TestRepo};
 
 /// The stand-in package: a name the default image's recipe asks for, a version Debian never had.
 const PACKAGE: &str = "busybox-static";
@@ -63,7 +63,7 @@ async fn a_lab_killed_while_provisioning_an_image_leaves_nothing_running_or_half
     let work = tempfile::tempdir().unwrap();
     let deb = work.path().join("busybox.deb");
     build_package(&work.path().join("package"), &deb, VERSION);
-    let archive = FakeArchive::build(work.path(), &[(PACKAGE, VERSION, deb)]);
+    let archive = fake_archive(work.path(), &[(PACKAGE, VERSION, deb)]);
     let server = Server::start(archive.root.clone());
     let cache = lab::cache::Cache::from_env().unwrap();
     let _cleanup = Cleanup {
@@ -209,7 +209,7 @@ async fn a_locked_package_gone_from_the_archive_is_said_once_and_a_warm_start_as
     build_package(&work.path().join("busybox"), &busybox, NEWER_VERSION);
     let kernel = work.path().join("kernel.deb");
     build_kernel_package(&work.path().join("kernel"), &kernel, KERNEL_SERVED);
-    let archive = FakeArchive::build(
+    let archive = fake_archive(
         work.path(),
         &[
             (PACKAGE, NEWER_VERSION, busybox),
@@ -383,11 +383,6 @@ fn apt_states_of(cache: &lab::cache::Cache, mirror: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The sha256 of the file at `path`, in hex.
-fn sha256_file(path: &Path) -> String {
-    format!("{:x}", sha2::Sha256::digest(fs::read(path).unwrap()))
-}
-
 fn on_path(tool: &str) -> bool {
     Command::new(tool)
         .arg("--version")
@@ -504,128 +499,17 @@ fn marked_processes(mark: &str) -> Vec<(u32, String)> {
     found
 }
 
-/// A signed Debian repository with the given packages (name, version, `.deb`) in `trixie` and
-/// every other suite the lab reads present and empty.
-struct FakeArchive {
-    root: PathBuf,
-    keyring: PathBuf,
-    gnupg: PathBuf,
-}
-
-impl FakeArchive {
-    fn build(work: &Path, packages: &[(&str, &str, PathBuf)]) -> FakeArchive {
-        let root = work.join("archive");
-        let mut stanzas = String::new();
-        for (name, version, built) in packages {
-            // apt's file name: no epoch.
-            let upstream = version.split_once(':').map_or(*version, |(_, v)| v);
-            let file = format!("pool/main/{name}_{upstream}_amd64.deb");
-            let deb = root.join(&file);
-            fs::create_dir_all(deb.parent().unwrap()).unwrap();
-            fs::copy(built, &deb).unwrap();
-            stanzas += &format!(
-                "Package: {name}\nVersion: {version}\nArchitecture: amd64\n\
-                 Maintainer: lab <archive@lab.invalid>\nInstalled-Size: 1100\n\
-                 Filename: {file}\nSize: {}\nSHA256: {}\n\
-                 Description: stand-in for the lab's provisioning tests\n\n",
-                fs::metadata(&deb).unwrap().len(),
-                sha256_file(&deb)
-            );
-        }
-
-        // gpg's agent socket lives in the home directory: keep its path short.
-        let gnupg = tempfile::Builder::new()
-            .prefix("lab-gpg")
-            .tempdir_in("/tmp")
-            .unwrap()
-            .keep();
-        let gpg = |args: &[&str]| {
-            let out = Command::new("gpg")
-                .arg("--homedir")
-                .arg(&gnupg)
-                .args([
-                    "--batch",
-                    "--yes",
-                    "--pinentry-mode",
-                    "loopback",
-                    "--passphrase",
-                    "",
-                ])
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "gpg {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            out.stdout
-        };
-        gpg(&[
-            "--quick-gen-key",
-            "lab provisioning test <archive@lab.invalid>",
-            "ed25519",
-            "sign",
-            "never",
-        ]);
-        let keyring = work.join("archive-keyring.gpg");
-        fs::write(&keyring, gpg(&["--export"])).unwrap();
-
-        let date = Command::new("date")
-            .env("LC_ALL", "C")
-            .args(["-u", "+%a, %d %b %Y %H:%M:%S UTC"])
-            .output()
-            .unwrap()
-            .stdout;
-        let date = String::from_utf8(date).unwrap();
-        for suite in lab::debian::SUITES {
-            let dist = root.join("dists").join(suite);
-            let packages = if *suite == "trixie" {
-                stanzas.as_str()
-            } else {
-                ""
-            };
-            fs::create_dir_all(dist.join("main/binary-amd64")).unwrap();
-            let index = dist.join("main/binary-amd64/Packages");
-            fs::write(&index, packages).unwrap();
-            let release = format!(
-                "Origin: lab-test\nLabel: lab-test\nSuite: {suite}\nCodename: {suite}\n\
-                 Date: {}\nArchitectures: amd64\nComponents: main\n\
-                 Description: the lab's provisioning test archive\nSHA256:\n \
-                 {} {} main/binary-amd64/Packages\n",
-                date.trim(),
-                sha256_file(&index),
-                packages.len()
-            );
-            fs::write(dist.join("Release"), &release).unwrap();
-            let release_path = dist.join("Release");
-            let signed = gpg(&[
-                "--clearsign",
-                "--output",
-                "-",
-                release_path.to_str().unwrap(),
-            ]);
-            fs::write(dist.join("InRelease"), signed).unwrap();
-        }
-        FakeArchive {
-            root,
-            keyring,
-            gnupg,
-        }
-    }
-}
-
-impl Drop for FakeArchive {
-    fn drop(&mut self) {
-        // gpg started an agent for the key: it goes with the home directory.
-        Command::new("gpgconf")
-            .arg("--homedir")
-            .arg(&self.gnupg)
-            .args(["--kill", "all"])
-            .status()
-            .ok();
-        fs::remove_dir_all(&self.gnupg).ok();
-    }
+/// A signed Debian repository (`lab::debian::test_repo`) with the given packages (name,
+/// version, `.deb` built here) in `trixie`, every other suite the lab reads present and empty.
+fn fake_archive(work: &Path, packages: &[(&'static str, &'static str, PathBuf)]) -> TestRepo {
+    let debs: Vec<TestDeb> = packages
+        .iter()
+        .map(|(name, version, built)| TestDeb {
+            built: Some(built.clone()),
+            ..TestDeb::new(name, version)
+        })
+        .collect();
+    TestRepo::build(work, &["amd64"], &debs)
 }
 
 /// The stand-in `busybox-static` at `version`: `busybox --list-full` names two applets, after

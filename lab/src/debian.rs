@@ -41,8 +41,8 @@ use crate::cache::{hash_parts, sha256_file, Cache, CacheLock};
 
 mod check;
 mod moved;
-#[cfg(test)]
-mod test_repo;
+#[doc(hidden)]
+pub mod test_repo;
 pub use check::{check_default_lock, LockCheck};
 
 /// Suites the private apt state reads. Bookworm hosts get trixie's kernels and trixie-backports'
@@ -699,6 +699,19 @@ pub(crate) struct LockedBundle {
 }
 
 impl LockedBundle {
+    /// The memo key of this entry's resolution ([`resolution_key`]): the key under which
+    /// [`resolve_bundle`] records it and [`recorded_resolution`] finds it.
+    fn memo_key(&self) -> String {
+        resolution_key(
+            &self.name,
+            &self.roots,
+            self.release.as_deref(),
+            self.only.as_deref(),
+            &self.archs(),
+            &self.packages,
+        )
+    }
+
     /// [`LockedBundle::architectures`] with the default filled in.
     pub(crate) fn archs(&self) -> Vec<&str> {
         if self.architectures.is_empty() {
@@ -874,15 +887,7 @@ pub(crate) fn recorded_resolution(
     if locked.roots != roots || locked.only.as_deref() != only {
         return Ok(None);
     }
-    let key = resolution_key(
-        name,
-        &roots,
-        locked.release.as_deref(),
-        only,
-        &locked.archs(),
-        &locked.packages,
-    );
-    Ok(cache.read_memo::<ResolvedBundle>(crate::cache::RESOLUTIONS_MEMO, &key))
+    Ok(cache.read_memo::<ResolvedBundle>(crate::cache::RESOLUTIONS_MEMO, &locked.memo_key()))
 }
 
 /// Resolves a bundle (`roots` and their dependency closure, or only the closure's packages
@@ -1026,14 +1031,7 @@ fn resolve_bundle_as(
         packages,
         substitutions,
     };
-    let key = resolution_key(
-        name,
-        &locked.roots,
-        release,
-        only,
-        &locked.archs(),
-        &locked.packages,
-    );
+    let key = locked.memo_key();
     if let Err(e) = archive
         .cache
         .write_memo(crate::cache::RESOLUTIONS_MEMO, &key, &resolved)
@@ -1486,14 +1484,7 @@ mod tests {
                 used: "1:1.37.0-6+b10".into(),
             }],
         };
-        let key = resolution_key(
-            "guest-default",
-            &bundle.roots,
-            Some("trixie"),
-            None,
-            DEFAULT_ARCHS,
-            &bundle.packages,
-        );
+        let key = bundle.memo_key();
         cache
             .write_memo(crate::cache::RESOLUTIONS_MEMO, &key, &resolved)
             .unwrap();

@@ -1,7 +1,8 @@
 //! A real, signed Debian repository built in a test: small `.deb`s made with `dpkg-deb`, one
 //! `Packages` index per suite and architecture, a `Release` signed with a key made for the
 //! test, served as a `file:` mirror. The lab's apt state reads it as it reads Debian's archive,
-//! so the tests of what happens when the archive moves run real apt, not a stand-in.
+//! so the tests of what happens when the archive moves run real apt, not a stand-in. Test
+//! support, not the lab: the provisioning tests (`tests/provisioning.rs`) serve one over HTTP.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -12,7 +13,7 @@ use super::SUITES;
 use crate::cache::sha256_file;
 
 /// One binary package of the test repository.
-pub(crate) struct TestDeb {
+pub struct TestDeb {
     pub name: &'static str,
     pub version: &'static str,
     pub arch: &'static str,
@@ -22,17 +23,37 @@ pub(crate) struct TestDeb {
     pub depends: &'static str,
     /// `Multi-Arch: same`: installed for several architectures only at one version.
     pub same: bool,
+    /// A `.deb` built by the test itself, taken as it is (`None`: one is made, holding a file
+    /// that names it).
+    pub built: Option<PathBuf>,
 }
 
-/// The repository: its `file:` URL and the keyring that verifies it.
-pub(crate) struct TestRepo {
+impl TestDeb {
+    /// `name` `version` for amd64 in trixie, nothing depended on.
+    pub fn new(name: &'static str, version: &'static str) -> TestDeb {
+        TestDeb {
+            name,
+            version,
+            arch: "amd64",
+            suite: "trixie",
+            depends: "",
+            same: false,
+            built: None,
+        }
+    }
+}
+
+/// The repository: its `file:` URL, its directory (to serve another way) and the keyring that
+/// verifies it.
+pub struct TestRepo {
     pub mirror: String,
+    pub root: PathBuf,
     pub keyring: PathBuf,
     gnupg: PathBuf,
 }
 
 /// Why a test of the repository cannot run here: a tool it needs is missing.
-pub(crate) fn missing_tool() -> Option<&'static str> {
+pub fn missing_tool() -> Option<&'static str> {
     ["dpkg-deb", "gpg", "gpgconf", "apt-get"]
         .into_iter()
         .find(|tool| {
@@ -45,7 +66,7 @@ pub(crate) fn missing_tool() -> Option<&'static str> {
 impl TestRepo {
     /// Builds the repository under `work` with `debs`, every suite the lab reads present for
     /// `archs` (empty where it serves nothing).
-    pub(crate) fn build(work: &Path, archs: &[&str], debs: &[TestDeb]) -> TestRepo {
+    pub fn build(work: &Path, archs: &[&str], debs: &[TestDeb]) -> TestRepo {
         let root = work.join("repo");
         let mut indexes: Vec<(&str, &str, String)> = Vec::new();
         for suite in SUITES {
@@ -58,7 +79,12 @@ impl TestRepo {
             let file = format!("pool/main/{}_{upstream}_{}.deb", deb.name, deb.arch);
             let path = root.join(&file);
             fs::create_dir_all(path.parent().unwrap()).unwrap();
-            build_deb(work, deb, &path);
+            match &deb.built {
+                Some(built) => {
+                    fs::copy(built, &path).unwrap();
+                }
+                None => build_deb(work, deb, &path),
+            }
             let mut stanza = format!(
                 "Package: {}\nVersion: {}\nArchitecture: {}\n",
                 deb.name, deb.version, deb.arch
@@ -145,6 +171,7 @@ impl TestRepo {
         }
         TestRepo {
             mirror: format!("file:{}", root.display()),
+            root,
             keyring,
             gnupg,
         }

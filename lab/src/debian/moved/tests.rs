@@ -33,12 +33,10 @@ fn deb(
     depends: &'static str,
 ) -> TestDeb {
     TestDeb {
-        name,
-        version,
         arch,
         suite,
         depends,
-        same: false,
+        ..TestDeb::new(name, version)
     }
 }
 
