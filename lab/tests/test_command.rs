@@ -47,9 +47,11 @@ if [ "$1 $2" = "nextest --version" ]; then
 fi
 if [ "$1 $2" = "nextest run" ]; then
   pwd > "$state/cwd"
+  # The trap before the pid: the test kills the lab as soon as it sees the pid, and a TERM
+  # that came before the trap would end this script unrecorded (seen on a loaded host).
+  [ -f "$state/hang" ] && trap 'echo TERM > "$state/signal"; exit 143' TERM
   echo $$ > "$state/nextest.pid"
   if [ -f "$state/hang" ]; then
-    trap 'echo TERM > "$state/signal"; exit 143' TERM
     while :; do sleep 0.05; done
   fi
   mkdir -p "$CARGO_TARGET_DIR/nextest/$FAKE_PROFILE"
