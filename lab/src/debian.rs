@@ -845,12 +845,7 @@ fn resolve_bundle_as(
     let mut substitutions = Vec::new();
     // Locked packages whose whole upstream series left: the bundle resolves again.
     let mut series_gone = Vec::new();
-    let wanted: Vec<(String, String)> = locked
-        .packages
-        .iter()
-        .map(|p| (p.name.clone(), p.version.clone()))
-        .collect();
-    let available = archive.lookup_many(&wanted)?;
+    let available = archive.lookup_many(&locked.wanted())?;
     for (pkg, entry) in locked.packages.iter().zip(available) {
         match entry {
             Some(found) => {

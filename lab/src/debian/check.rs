@@ -4,11 +4,10 @@
 //! that differs), and each bundle is resolved again as `lab lock update` would (what would
 //! move, and whether it resolves at all).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use super::moved::InStep;
 use super::{upstream_series, Archive, LockFile, LockedBundle, PackageRef};
@@ -195,7 +194,7 @@ pub(crate) fn check_bundle(
 /// the ones named, checked through `cache`'s apt states; the lock is not written.
 pub fn check_default_lock(cache: &Cache, only: &[String]) -> Result<LockCheck> {
     let path = LockFile::default_path();
-    check_lock(&path, only, &mut |archs| Archive::open_for(cache, archs))
+    check_lock(&path, only, &mut super::lock::archives_of(cache))
 }
 
 /// [`check_default_lock`] for the lock at `path`, each bundle through the archive of its
@@ -206,35 +205,14 @@ pub(crate) fn check_lock(
     archive_for: &mut dyn FnMut(&[&str]) -> Result<Archive>,
 ) -> Result<LockCheck> {
     let lock = LockFile::load(path)?;
-    if let Some(unknown) = only.iter().find(|n| lock.bundle(n).is_none()) {
-        let known: Vec<&str> = lock.bundles.iter().map(|b| b.name.as_str()).collect();
-        bail!(
-            "{}: no bundle {unknown:?}; the lock has {}",
-            path.display(),
-            known.join(", ")
-        );
-    }
-    let mut archives: BTreeMap<Vec<String>, Archive> = BTreeMap::new();
+    lock.check_names(path, only)?;
     let mut bundles = Vec::new();
     for bundle in &lock.bundles {
         if !only.is_empty() && !only.contains(&bundle.name) {
             continue;
         }
-        let key: Vec<String> = bundle.archs().iter().map(|a| a.to_string()).collect();
-        let archive = match archives.get(&key) {
-            Some(a) => a.clone(),
-            None => {
-                let a = archive_for(&bundle.archs())?;
-                archives.insert(key, a.clone());
-                a
-            }
-        };
-        let wanted: Vec<(String, String)> = bundle
-            .packages
-            .iter()
-            .map(|p| (p.name.clone(), p.version.clone()))
-            .collect();
-        let found = archive.lookup_many(&wanted)?;
+        let archive = archive_for(&bundle.archs())?;
+        let found = archive.lookup_many(&bundle.wanted())?;
         let fresh = archive.resolve_in_step(
             &bundle.roots,
             bundle.release.as_deref(),

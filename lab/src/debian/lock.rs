@@ -46,6 +46,14 @@ pub(crate) struct LockedBundle {
 impl LockedBundle {
     /// The memo key of this entry's resolution ([`resolution_key`]): the key under which
     /// [`resolve_bundle`] records it and [`recorded_resolution`] finds it.
+    /// Each locked package as (name, version), to look up in the archive.
+    pub(super) fn wanted(&self) -> Vec<(String, String)> {
+        self.packages
+            .iter()
+            .map(|p| (p.name.clone(), p.version.clone()))
+            .collect()
+    }
+
     pub(super) fn memo_key(&self) -> String {
         resolution_key(
             &self.name,
@@ -118,6 +126,19 @@ impl LockFile {
         self.bundles.iter().find(|b| b.name == name)
     }
 
+    /// An error naming the lock at `path` and its bundles when `names` holds one it lacks.
+    pub(crate) fn check_names(&self, path: &Path, names: &[String]) -> Result<()> {
+        if let Some(unknown) = names.iter().find(|n| self.bundle(n).is_none()) {
+            let known: Vec<&str> = self.bundles.iter().map(|b| b.name.as_str()).collect();
+            bail!(
+                "{}: no bundle {unknown:?}; the lock has {}",
+                path.display(),
+                known.join(", ")
+            );
+        }
+        Ok(())
+    }
+
     /// Replaces (or adds) a bundle.
     pub(crate) fn put(&mut self, bundle: LockedBundle) {
         self.bundles.retain(|b| b.name != bundle.name);
@@ -152,33 +173,24 @@ impl std::fmt::Display for LockUpdate {
 /// are (a kernel source's bundle moves every kernel key with it).
 pub fn update_default_lock(cache: &Cache, bundles: &[String]) -> Result<LockUpdate> {
     let path = LockFile::default_path();
-    let known: Vec<String> = LockFile::load(&path)?
-        .bundles
-        .into_iter()
-        .map(|b| b.name)
-        .collect();
-    if let Some(unknown) = bundles.iter().find(|b| !known.contains(b)) {
-        bail!(
-            "{}: no bundle {unknown:?}; the lock has {}",
-            path.display(),
-            known.join(", ")
-        );
-    }
-    let mut archives: BTreeMap<Vec<String>, Archive> = BTreeMap::new();
-    let changes = update_lock(
-        &mut |archs: &[&str]| {
-            let key: Vec<String> = archs.iter().map(|a| a.to_string()).collect();
-            if let Some(a) = archives.get(&key) {
-                return Ok(a.clone());
-            }
-            let archive = Archive::open_for(cache, archs)?;
-            archives.insert(key, archive.clone());
-            Ok(archive)
-        },
-        &path,
-        bundles,
-    )?;
+    LockFile::load(&path)?.check_names(&path, bundles)?;
+    let changes = update_lock(&mut archives_of(cache), &path, bundles)?;
     Ok(LockUpdate { path, changes })
+}
+
+/// Opens the apt state of a set of architectures once and hands out clones after: `lab lock
+/// update` and `lab lock check` go through every bundle, most on the host's architecture.
+pub(super) fn archives_of(cache: &Cache) -> impl FnMut(&[&str]) -> Result<Archive> + '_ {
+    let mut archives: BTreeMap<Vec<String>, Archive> = BTreeMap::new();
+    move |archs: &[&str]| {
+        let key: Vec<String> = archs.iter().map(|a| a.to_string()).collect();
+        if let Some(a) = archives.get(&key) {
+            return Ok(a.clone());
+        }
+        let archive = Archive::open_for(cache, archs)?;
+        archives.insert(key, archive.clone());
+        Ok(archive)
+    }
 }
 
 /// Re-resolves the bundles named in `only` (all when empty) against today's archive, each
@@ -208,19 +220,8 @@ fn update_lock(
         if let Some(f) = fell_back {
             changes.push(format!("{}: {f}", bundle.name));
         }
-        let old: BTreeMap<_, _> = bundle
-            .packages
-            .iter()
-            .map(|p| (p.name.clone(), p.version.clone()))
-            .collect();
-        for p in &packages {
-            match old.get(&p.name) {
-                Some(v) if *v == p.version => {}
-                Some(v) => {
-                    changes.push(format!("{}: {} {v} -> {}", bundle.name, p.name, p.version))
-                }
-                None => changes.push(format!("{}: + {} {}", bundle.name, p.name, p.version)),
-            }
+        for c in moved::changes(&bundle.packages, &packages) {
+            changes.push(format!("{}: {}", bundle.name, moved::change_line(&c)));
         }
         lock.put(LockedBundle { packages, ..bundle });
     }
