@@ -9,7 +9,7 @@ mod common;
 use lab::experiment::{Experiment, Outcome};
 use lab::report::Comparison;
 use lab::scenarios::dma_wakeup::{DmaEngine, DmaWakeup, IrqPlacement, REVERT};
-use lab::stats::Magnitude;
+use lab::stats::{Decision, Magnitude};
 use lab::workload::Dmatest;
 
 /// The seed's dmatest run with 128 KiB buffers instead of 1 MiB: dmatest verifies both whole
@@ -104,6 +104,10 @@ async fn cross_llc_irq_pulls_the_thread_only_with_the_revert() {
     // points. In the verdicts' soak of 2026-12-01 (TCG, 2-core AMD EPYC host, two boots side by
     // side) every run decided it at 5 boots a side, p=0.008: base 0.0-10.6% in single boots
     // (run medians 0.0%), revert 38.1-98.8% (run medians 91.6-96.6%), shift +90 to +96 points.
+    // Under the verdict rules of 2026-12-04 (the first look, 5 a side, takes what a complete
+    // separation costs: 0.79 of the 1%), four runs: base 0.0-22.8%, revert 98.0-99.7%, decided
+    // at 5 a side each time, shifts +96.4 to +98.3 points; the same-LLC, remote-node and PTDMA
+    // tests alike at 5 a side (same-LLC at 9 once, when a base boot sat at 96.5%).
     // On the seed's Xeon the base bounced between two CPUs, one of them the IRQ CPU (417 of 1000
     // iterations there), and the revert stayed on the IRQ CPU for 1000 of 1000. Earlier history
     // of this test (when it asserted medians and a fixed 5-vs-5 permutation test):
@@ -172,14 +176,14 @@ async fn same_llc_irq_keeps_the_thread_in_its_llc() {
 /// that split is not SAME.
 const POLLED_MAGNITUDE_PP: f64 = 15.0;
 
-/// The most boots per kernel the polled run may take to decide.
-const POLLED_CAP: usize = 20;
+/// The most boots per kernel the polled run takes: the lab's default.
+const POLLED_CAP: usize = 10;
 
 #[tokio::test]
 async fn polled_dmatest_shows_no_placement_difference() {
     // No interrupt, so no interrupt-context wakeup for the two kernels to treat differently:
-    // SAME, the 95% interval of the shift inside +-POLLED_MAGNITUDE_PP, which scattered or
-    // too few boots fail. The polling thread never sleeps, so where it runs is the load
+    // not DIFFERENT, and the 95% interval of the shift inside +-POLLED_MAGNITUDE_PP, which
+    // scattered or too few boots fail. The polling thread never sleeps, so where it runs is the load
     // balancer's call and varies a lot from boot to boot (share on the IRQ CPU 0.0-78.6% in
     // single boots, standard deviation 18-30 points per kernel in the runs of 2026-12-01).
     //
@@ -194,10 +198,24 @@ async fn polled_dmatest_shows_no_placement_difference() {
         .primary("runtime_on_irq_cpu", POLLED_MAGNITUDE_PP)
         .adaptive(5, POLLED_CAP);
     let (_lab, outcome) = run(scenario).await;
-    outcome
-        .comparison()
-        .assert_same("runtime_on_irq_cpu", REVERT)
-        .unwrap();
+    // What the boots show, and the test asserts: no change at the 1% rule (not DIFFERENT), and
+    // the typical boot the same, the 95% interval of the shift inside +-POLLED_MAGNITUDE_PP (what
+    // SAME meant before 2026-12-04). The lab's SAME now also asks the interval of the means,
+    // and the polled thread's share is a point mass: 0 in most boots, the whole run or a large
+    // part of it on the IRQ CPU in a few (2026-12-04, v6.12 [53, 28.5, 30.6 and 17 zeros], the
+    // revert [69.8, 19.5, 14.7, 95 and 16 zeros]), means 5.6% and 9.95%, so 20 boots a side
+    // left the means' interval at [-9.1, +17.8] (UNKNOWN) in one run and inside it (SAME at 9 a
+    // side, [-0.1, +329]% of the base's 3.4%) in another. Bounding the mean within 15 points
+    // for such a share takes about 40 boots a side, which the suite cannot spend on a control;
+    // so this asserts the typical boot, as before, and not the mean.
+    let c = outcome.comparison();
+    let verdict = c.verdict("runtime_on_irq_cpu", REVERT).unwrap();
+    assert_ne!(verdict.decision, Decision::Different, "{c}");
+    let shift = verdict.interval.expect("an interval at 5 boots a side");
+    assert!(
+        shift.low >= -POLLED_MAGNITUDE_PP && shift.high <= POLLED_MAGNITUDE_PP,
+        "the typical boot moved: {shift:?}\n{c}"
+    );
 }
 
 #[tokio::test]

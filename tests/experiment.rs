@@ -129,9 +129,12 @@ async fn three_variants_are_decided_with_boots_only_where_unknown() {
     .collect();
     let names: Vec<String> = variants.iter().map(|v| v.name.clone()).collect();
     let seed = 20261201;
-    // Decided on the echoed level: the feature leaves it at 1 (SAME after the first 4 boots a
-    // side), the third column sets 7, which 4 against 4 cannot call (p = 0.029 > 0.01), so the
-    // base and that column get a fifth boot each and it is DIFFERENT.
+    // Decided on the echoed level, two primary decisions sharing the 1%: the feature leaves it
+    // at 1, the third column sets 7. At 5 a side neither is decided (SAME needs 9 boots; a
+    // complete separation of 5, p = 2/252, would take 1.6 of the 1% for two decisions, so the
+    // first look that can show one is 7). At 7 the third column is separated (p = 2/3432, its
+    // look's share of the 1% halved by Holm: exactly that) and DIFFERENT, and stops there; the
+    // base and the feature go on to 9, where the feature is SAME.
     let outcome = Experiment::new(probe())
         .variants(variants)
         .primary("level", 0.5)
@@ -151,10 +154,10 @@ async fn three_variants_are_decided_with_boots_only_where_unknown() {
     c.assert_same("level", &names[1]).unwrap();
     c.assert_higher("level", &names[2]).unwrap();
 
-    // The stored record is the one source: one sample per valid boot, 5, 4 and 5.
+    // The stored record is the one source: one sample per valid boot, 9, 9 and 7.
     let stored = RunRecord::read_json(&outcome.record_path).unwrap();
-    let per_variant = [5, 4, 5];
-    assert_eq!(stored.boots().len(), 14);
+    let per_variant = [9, 9, 7];
+    assert_eq!(stored.boots().len(), 25);
     for metric in stored.comparison().metrics() {
         if metric.name == "probe_level" {
             continue;
@@ -168,8 +171,8 @@ async fn three_variants_are_decided_with_boots_only_where_unknown() {
         std::fs::read_to_string(&outcome.table_path).unwrap(),
         stored.comparison().table()
     );
-    // Every decision point is in the record: after 12 boots, one SAME and one UNKNOWN; after
-    // 14, both decided.
+    // Every decision point is in the record: after 15 boots both UNKNOWN; after 21 the third
+    // DIFFERENT; after 25 both decided.
     let points: Vec<(usize, Vec<Option<Decision>>, &str)> = stored
         .decisions
         .iter()
@@ -184,19 +187,33 @@ async fn three_variants_are_decided_with_boots_only_where_unknown() {
             )
         })
         .collect();
-    assert_eq!(points.len(), 2, "{points:?}");
-    assert_eq!(points[0].0, 12);
-    assert_eq!(points[0].1, [Some(Decision::Same), Some(Decision::Unknown)]);
+    assert_eq!(points.len(), 3, "{points:?}");
+    assert_eq!(points[0].0, 15);
+    assert_eq!(
+        points[0].1,
+        [Some(Decision::Unknown), Some(Decision::Unknown)]
+    );
     assert!(points[0].2.starts_with("add boots"), "{points:?}");
-    assert_eq!(points[1].0, 14);
+    assert_eq!(points[1].0, 21);
     assert_eq!(
         points[1].1,
+        [Some(Decision::Unknown), Some(Decision::Different)]
+    );
+    assert!(points[1].2.starts_with("add boots"), "{points:?}");
+    assert_eq!(points[2].0, 25);
+    assert_eq!(
+        points[2].1,
         [Some(Decision::Same), Some(Decision::Different)]
     );
-    assert_eq!(points[1].2, "stop: every primary verdict decided");
+    assert_eq!(points[2].2, "stop: every primary verdict decided");
+    // The first look has no share of the 1% for two decisions: p = 1 there.
     let verdict = stored.decisions[0].verdicts[1].verdict.as_ref().unwrap();
-    assert_eq!((verdict.n_base, verdict.n_variant), (4, 4));
-    assert!((verdict.p - 2.0 / 70.0).abs() < 1e-9, "{}", verdict.p);
+    assert_eq!((verdict.n_base, verdict.n_variant), (5, 5));
+    assert_eq!(verdict.p, 1.0);
+    // At 7 a side the separation's p, adjusted for the look and the two decisions: 1%.
+    let verdict = stored.decisions[1].verdicts[1].verdict.as_ref().unwrap();
+    assert_eq!((verdict.n_base, verdict.n_variant), (7, 7));
+    assert!((verdict.p - 0.01).abs() < 1e-9, "{}", verdict.p);
 
     // Each boot measured its own variant's settings.
     assert!(c
@@ -230,14 +247,15 @@ async fn three_variants_are_decided_with_boots_only_where_unknown() {
         .iter()
         .all(|&x| x == 8.0));
     // An optional metric has samples only from the boots that measured it.
-    assert_eq!(c.samples("probe_level", &names[2]).unwrap(), [7.0; 5]);
+    assert_eq!(c.samples("probe_level", &names[2]).unwrap(), [7.0; 7]);
     assert!(c.samples("probe_level", &names[0]).unwrap().is_empty());
 
     // The seed gives the order: the stages the run took, replayed, give the recorded boots.
     assert_eq!(stored.manifest.parameters["seed"], seed);
     let mut order = BootOrder::new(seed);
-    let mut want = order.stage(&[0, 1, 2], &[0, 0, 0], 4);
-    want.extend(order.stage(&[0, 2], &[4, 4, 4], 5));
+    let mut want = order.stage(&[0, 1, 2], &[0, 0, 0], 5);
+    want.extend(order.stage(&[0, 1, 2], &[5, 5, 5], 7));
+    want.extend(order.stage(&[0, 1], &[7, 7, 7], 9));
     let recorded: Vec<usize> = stored
         .boots()
         .iter()

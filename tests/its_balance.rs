@@ -46,7 +46,9 @@ async fn least_loaded_spreads_lpis_and_the_first_cpu_rule_concentrates_them() {
     // columns and the test's runs): 6.12 8 CPUs in every boot, the first-CPU kernel 4; decided
     // at 5 boots a side (p=0.008, the fewest a rank test needs for 0.01) and SAME at 4-5 a side
     // (interval [0, 0]); the test ran in 127 s warm (203 s before device binding stopped
-    // forking in its poll loop).
+    // forking in its poll loop). Under the verdict rules of 2026-12-04 (two decisions: the
+    // first look that can decide is 7 a side; SAME takes 9), three runs: 8 and 4 CPUs in every
+    // boot, first-CPU DIFFERENT at 7, the node column SAME at 9, 25 boots of 8-9 s.
     let mut experiment = Experiment::new(ItsBalance::seed()).named("its-balance");
     // The seed's IOPS figures (1.3M to 1.8M reads, +38%) are a statement about arm64 hardware:
     // decided (10% matters) only where an arm64 guest runs under KVM.

@@ -40,12 +40,12 @@ async fn run(lab: &lab::Lab, experiment: Experiment<NumaScan>) -> Outcome {
 }
 
 /// The scenario's comparison (its three default kernels, its 30 s runs and scan tunables),
-/// decided on PTE updates: 4 boots per kernel, then more while a verdict is UNKNOWN, at most
+/// decided on PTE updates: 5 boots per kernel, then more while a verdict is UNKNOWN, at most
 /// `S4_CAP`.
 fn s4() -> Experiment<NumaScan> {
     Experiment::new(NumaScan::seed())
         .named("numa-scan")
-        .adaptive(4, S4_CAP)
+        .adaptive(5, S4_CAP)
 }
 
 /// The most boots per kernel the S4 run may take.
@@ -71,7 +71,11 @@ async fn the_scan_stalls_under_fc137c0ddab2s_rule_not_on_v6_12_nor_without_the_f
     // 2026-12-02 (CI and a 4-run soak): v6.12 587900-1060000, revert 583700-1250000, pid-only
     // 18120-357300; pid-only decided at 5 boots (shift -601814 to -746789, magnitude
     // 299468-350900), the revert SAME at 4 to 9 a side (shifts +2356 to +132549, intervals
-    // inside -182107..+326804).
+    // inside -182107..+326804). Under the verdict rules of 2026-12-04 (two decisions: the
+    // first look that can decide is 7 a side; SAME takes 9), three runs: v6.12 766300-1552000,
+    // revert 786500-1480000, pid-only 30080-259100; pid-only DIFFERENT at 7 (shifts -829800 to
+    // -1046000), the revert SAME at 9 each time (shifts -29710 to +79950, both intervals inside
+    // -212934..+255232 against magnitudes of about 450000).
     let lab = common::lab().await;
     let mut experiment = s4();
     if lab.on_kvm() {

@@ -118,8 +118,9 @@ pub enum Cmd {
         /// `engine=ptdma`, `dmatest.polled=true` (a variant's own `@set=` wins).
         #[arg(long = "set", value_name = "PARAM=VALUE", value_parser = parse_set)]
         set: Vec<(String, String)>,
-        /// Exactly N boots per variant (one boot is one sample). Without it the run starts with
-        /// 4 per variant and adds boots while a primary verdict is UNKNOWN.
+        /// Exactly N boots per variant (one boot is one sample; SAME needs 9 or more). Without
+        /// it the run starts with 5 per variant and adds boots while a primary verdict is
+        /// UNKNOWN.
         #[arg(long, value_name = "N", conflicts_with = "max_repetitions")]
         repetitions: Option<usize>,
         /// The most boots per variant an adaptive run may take (default 10).
@@ -189,10 +190,12 @@ pub enum Cmd {
         #[arg(long)]
         topology: Option<String>,
         /// A probe that does not boot (panic, WARNING, hang): skipped, or counted as bad (for
-        /// functional bisects).
+        /// functional bisects: with `bad`, a bad end that does not boot makes a bisect of
+        /// booting, one boot per point, ending with the change that stops it).
         #[arg(long, value_enum, default_value = "skip")]
         boot_failure: lab::bisect::OnBootFailure,
-        /// The most boots per variant of one step (default 10; the culprit's verification 2 more).
+        /// The most boots per variant of a probe (default 10); a verification, a look at what is
+        /// left and a probe asked again take up to four times as many.
         #[arg(long, value_name = "N")]
         max_repetitions: Option<usize>,
         /// Step i's boot order has seed SEED + i (recorded).
@@ -457,6 +460,27 @@ pub enum BenchCmd {
         /// phase before nextest (cargo, apt) is counted.
         #[arg(long, value_name = "UNIX_SECONDS")]
         started: Option<f64>,
+    },
+    /// How often the verdicts err: simulated comparisons of every shape, true change and
+    /// variant count, decided by the lab's own code (a few minutes on two cores).
+    Verdicts {
+        /// Simulated comparisons per cell.
+        #[arg(long, default_value_t = lab::bench::verdicts::RUNS)]
+        runs: usize,
+        /// The simulation's seed (the same seed, the same table).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// How often the bisect names the right changes: simulated bisects of four series (S1's
+    /// shape, two culprits, a sub-magnitude neighbour, an opposite change), the lab's own
+    /// search and step schedules.
+    Bisect {
+        /// Simulated bisects per series.
+        #[arg(long, default_value_t = lab::bench::bisect::RUNS)]
+        runs: usize,
+        /// The simulation's seed (the same seed, the same table).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
     },
     /// CI shards of about equal time from earlier runs' JUnit reports: prints the plan and
     /// writes one nextest filterset per shard (`cargo nextest run -E "$(cat shard-1.filterset)"`)

@@ -12,8 +12,9 @@
 //!    down; a boot whose sample is invalid (`crate::sample`) is kept
 //!    aside with its cause and booted again;
 //! 4. after each stage, decide every primary metric for every variant against the base
-//!    (DIFFERENT, SAME or UNKNOWN, `crate::stats::decision`); while one is UNKNOWN and the
-//!    cap allows, the next stage boots the variants it involves again;
+//!    (DIFFERENT, SAME or UNKNOWN, all together over the looks of the schedule,
+//!    `crate::stats::sequential`); while one is UNKNOWN and the cap allows, the next stage boots
+//!    the variants it involves again (`DecisionPoint::after_stage`);
 //! 5. record each boot in the run record, the one owner of samples, with every decision point,
 //!    and write the record, its table and each boot's artefacts into a directory of its own.
 //!
@@ -32,9 +33,9 @@ use serde_json::{json, Value};
 use crate::devices::{bind_and_pin, BoundDevice, DeviceSpec};
 use crate::kernel::ReadyKernel;
 use crate::report::{
-    Comparison, DecisionPoint, Direction, Manifest, PairVerdict, Picture, RejectedBoot, RunRecord,
+    Comparison, DecisionPoint, Direction, Manifest, Picture, RejectedBoot, RunRecord,
 };
-use crate::stats::{next_stage, BootOrder, Decision, Magnitude, Range, Repetitions};
+use crate::stats::{BootOrder, Magnitude, Range, Repetitions, Until};
 use crate::topology::Topology;
 use crate::variant::Variant;
 use crate::vm::Vm;
@@ -211,6 +212,10 @@ pub struct Experiment<S: Scenario> {
     pub(crate) extra_primaries: Vec<(String, Magnitude)>,
     /// The seed of the boot order; `None`: a fresh one, recorded in the manifest.
     pub(crate) seed: Option<u64>,
+    /// At most one primary decision can be a true "no change" (`stats::Plan::exclusive`).
+    pub(crate) exclusive: bool,
+    /// When a variant needs no more boots (default: its verdicts DIFFERENT or SAME).
+    pub(crate) until: Until,
     /// Boots of one variant whose samples may be refused before the run gives up.
     pub(crate) max_rejected: usize,
     pub(crate) topology: String,
@@ -297,6 +302,8 @@ impl<S: Scenario> Experiment<S> {
             primaries: Vec::new(),
             extra_primaries: Vec::new(),
             seed: None,
+            exclusive: false,
+            until: Until::Verdict,
             max_rejected: 2,
             topology: scenario.topology().to_string(),
             overrides: BTreeMap::new(),
@@ -347,6 +354,22 @@ impl<S: Scenario> Experiment<S> {
     pub fn also_primary(mut self, metric: &str, magnitude: impl Into<Magnitude>) -> Self {
         self.extra_primaries
             .push((metric.to_string(), magnitude.into()));
+        self
+    }
+
+    /// Declares that at most one of the primary decisions can be a true "no change" (a bisect
+    /// probe against two ends known to differ), so each is made at the whole 1% instead of a
+    /// Holm share of it (`stats::Plan::exclusive`). Wrong when two variants could both equal
+    /// the base: then the chance of a false DIFFERENT is no longer held to 1%.
+    pub fn exclusive_decisions(mut self) -> Self {
+        self.exclusive = true;
+        self
+    }
+
+    /// Boots a variant until `until` settles its primary verdicts (default [`Until::Verdict`]:
+    /// DIFFERENT or SAME; a bisect's steps stop once a change is shown, [`Until::Shown`]).
+    pub fn until(mut self, until: Until) -> Self {
+        self.until = until;
         self
     }
 
@@ -621,71 +644,14 @@ impl<S: Scenario> Experiment<S> {
             .collect()
     }
 
-    /// The primary verdicts now, and what to boot next: the base and every variant with an
-    /// UNKNOWN verdict, up to the next step (`None`: stop).
+    /// The primary verdicts now, and what to boot next ([`DecisionPoint::after_stage`]).
     fn decision_point(
         &self,
         record: &RunRecord,
         arms: &[Arm<S::Params>],
     ) -> (DecisionPoint, Option<(Vec<usize>, usize)>) {
         let have = self.valid_boots(record, arms);
-        let verdicts: Vec<PairVerdict> = record
-            .comparison()
-            .verdicts()
-            .into_iter()
-            .map(|(metric, variant, verdict)| PairVerdict {
-                metric: metric.to_string(),
-                variant: variant.to_string(),
-                verdict: verdict.ok(),
-            })
-            .collect();
-        let undecided: Vec<usize> = arms
-            .iter()
-            .enumerate()
-            .skip(1)
-            .filter(|(_, a)| {
-                verdicts.iter().any(|v| {
-                    v.variant == a.variant.name
-                        && v.verdict
-                            .as_ref()
-                            .is_none_or(|v| v.decision == Decision::Unknown)
-                })
-            })
-            .map(|(i, _)| i)
-            .collect();
-        let (next, plan) = if verdicts.is_empty() {
-            ("stop: no primary metric to decide on".to_string(), None)
-        } else if let Repetitions::Fixed(n) = self.repetitions {
-            (format!("stop: fixed at {n} boots per variant"), None)
-        } else if undecided.is_empty() {
-            ("stop: every primary verdict decided".to_string(), None)
-        } else {
-            match next_stage(self.repetitions, &have, &undecided) {
-                Some((active, target)) => (
-                    format!("add boots: {} to {target} each", names(arms, &active)),
-                    Some((active, target)),
-                ),
-                None => (
-                    format!(
-                        "stop: UNKNOWN for {} at the cap of {} boots per variant",
-                        names(arms, &undecided),
-                        self.repetitions.cap()
-                    ),
-                    None,
-                ),
-            }
-        };
-        let point = DecisionPoint {
-            boots: record.boots().len(),
-            per_variant: arms
-                .iter()
-                .zip(&have)
-                .map(|(a, &n)| (a.variant.name.clone(), n))
-                .collect(),
-            verdicts,
-            next,
-        };
-        (point, plan)
+        DecisionPoint::after_stage(record.comparison(), self.repetitions, self.until, &have)
     }
 
     /// The comparison's variants and metrics, without samples; the experiment's primaries (or
@@ -695,6 +661,10 @@ impl<S: Scenario> Experiment<S> {
             self.name.clone(),
             self.variants.iter().map(|v| v.name.clone()),
         )?;
+        c.set_plan(crate::stats::Plan {
+            looks: self.repetitions.looks(),
+            exclusive: self.exclusive,
+        });
         let metrics = self.scenario.metrics();
         for m in &metrics {
             c.add_metric(&m.name, &m.unit, m.direction, m.magnitude)?;
@@ -753,6 +723,7 @@ impl<S: Scenario> Experiment<S> {
         manifest.parameters = json!({
             "scenario": self.scenario.name(),
             "repetitions": self.repetitions,
+            "until": self.until,
             "seed": seed,
             "order": format!("stages of randomized Williams rounds, seed {seed}"),
             "max_rejected_per_variant": self.max_rejected,

@@ -94,7 +94,6 @@ mod sample;
 pub mod scenarios;
 pub mod skip;
 mod slots;
-pub mod stats;
 mod storage;
 mod toolchain;
 pub mod topology;
@@ -104,6 +103,8 @@ pub mod workload;
 
 pub use error::Error;
 pub use host::{results_root, BootOptions, Lab, DEFAULT_TOPOLOGY};
+/// Verdicts and the numbers behind them: the `lab-stats` crate.
+pub use lab_stats as stats;
 
 /// A path inside this checkout (recipes, topologies, lock file). `LAB_REPO_DIR` overrides the
 /// checkout the binary was built from, for a `lab` binary copied elsewhere. Under nextest the

@@ -127,15 +127,14 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 variants,
                 repetitions,
                 max_repetitions,
-                initial_repetitions: None,
                 primaries,
                 seed,
                 topology,
                 set: set.into_iter().collect(),
                 name,
-                results_root: None,
                 devices,
                 host,
+                ..lab::scenarios::Request::default()
             };
             device_model::build()?;
             return compare(&mut request, exit_code).await;
@@ -330,6 +329,10 @@ async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: boo
             }
             text
         }
+        Some(BenchCmd::Verdicts { runs, seed }) => {
+            lab::bench::verdicts::verdicts(runs, seed)?.render()
+        }
+        Some(BenchCmd::Bisect { runs, seed }) => lab::bench::bisect::bisects(runs, seed)?.render(),
         Some(BenchCmd::Shards {
             shards,
             junit,

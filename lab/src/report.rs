@@ -440,7 +440,9 @@ mod tests {
     /// Checked by hand: the 25 differences revert - base sorted run 78.5, 80, 81, 82, 83, ...,
     /// 91.5, 93, 96, 96.5; the shift is the 13th (87.5); the 95% interval takes the 3rd and 23rd
     /// (81, 93: 1928.6% and 2214.3% of the base mean 4.2; P(U <= 2) = 4/252 <= 0.025). The
-    /// migrations' rank sums are exactly the expected 27.5: p = 1.
+    /// means: 4.2 and 91.7, variances 14.825 and 10.45, Welch's se 2.248 with 7.77 degrees of
+    /// freedom, t = 2.316: 87.5 +- 5.21. The migrations' rank sums are exactly the expected
+    /// 27.5: p = 1.
     #[test]
     fn table_golden() {
         let table = seed_like().table();
@@ -448,7 +450,7 @@ mod tests {
 comparison: dmatest-cross-llc
 
 primary: share_on_irq_cpu (%), smallest change that matters 20.00 pp
-  v6.12+wake-affine-idle-revert  DIFFERENT  shift +87.50 pp, 95% interval [+81.00, +93.00] pp, magnitude 20.00 pp, p=0.008 (Mann-Whitney 0.008, KS 0.008), means differ by +87.50 pp, n=5/5
+  v6.12+wake-affine-idle-revert  DIFFERENT  shift +87.50 pp, 95% interval [+81.00, +93.00] pp, means differ by +87.50 [+82.29, +92.71] pp, magnitude 20.00 pp, p=0.008 (looks and decisions counted; Mann-Whitney 0.008, KS 0.008), n=5/5
 
      v6.12        v6.12+wake-affine-idle-revert
 ---------------- -------------------------------
@@ -457,9 +459,9 @@ primary: share_on_irq_cpu (%), smallest change that matters 20.00 pp
       4.20 ± 92%   +2083.3%          91.70 ±  4%  share_on_irq_cpu (%)            DIFFERENT p=0.008 [+1928.6%, +2214.3%]  n=5/5
      12.60 ±  8%      +1.6%          12.80 ± 13%  cross_llc_migrations (per 100)  p=1.000 adj=1.000 [-15.9%, +23.8%]  n=5/5
 
-primary: DIFFERENT when min(Mann-Whitney, Kolmogorov-Smirnov) p <= 0.01 and the shift exceeds the magnitude; SAME when the 95% interval of the shift lies inside ±magnitude; otherwise UNKNOWN
+primary: DIFFERENT when p (Mann-Whitney, exact, adjusted for every look and primary decision) <= 0.01 and the shift exceeds the magnitude; SAME after 9 or more boots a side when the 95% intervals of the shift and of the means lie inside ±magnitude; otherwise UNKNOWN
 * p<0.05, ** p<0.01 after Holm's adjustment over the 1 secondary comparisons (adj), with the shift beyond the metric's magnitude
-p: min(Mann-Whitney, Kolmogorov-Smirnov), exact; [..]: 95% distribution-free interval of the shift (Hodges-Lehmann), in % of the base mean, inside the metric's range; n: boots per variant, base first
+p: Mann-Whitney, exact; [..]: 95% distribution-free interval of the shift (Hodges-Lehmann), in % of the base mean, inside the metric's range; n: boots per variant, base first
 ";
         assert_eq!(table, want, "got:\n{table}");
     }
@@ -714,10 +716,10 @@ p: min(Mann-Whitney, Kolmogorov-Smirnov), exact; [..]: 95% distribution-free int
             }
             c
         };
-        // SAME: 0.
+        // SAME (9 boots a side, the fewest SAME takes): 0.
         let same = two(
-            &[50.0, 51.0, 49.0, 50.5, 49.5],
-            &[50.2, 50.8, 49.1, 50.4, 49.7],
+            &[50.0, 51.0, 49.0, 50.5, 49.5, 50.1, 49.9, 50.3, 49.6],
+            &[50.2, 50.8, 49.1, 50.4, 49.7, 50.0, 49.8, 50.6, 49.4],
         );
         assert_eq!(
             same.verdict("share", REVERT).unwrap().decision,
@@ -775,7 +777,7 @@ p: min(Mann-Whitney, Kolmogorov-Smirnov), exact; [..]: 95% distribution-free int
         for name in ["flat", "none"] {
             c.make_primary(name, None).unwrap();
         }
-        for _ in 0..4 {
+        for _ in 0..crate::stats::SAME_MIN_BOOTS {
             c.add_sample("flat", BASE, 7.0).unwrap();
             c.add_sample("flat", REVERT, 7.0).unwrap();
             c.add_sample("zero", BASE, 0.0).unwrap();
@@ -820,7 +822,10 @@ p: min(Mann-Whitney, Kolmogorov-Smirnov), exact; [..]: 95% distribution-free int
             c.add_metric("inf", "", Direction::Neutral, f64::INFINITY),
             Err(ReportError::BadMagnitude { .. })
         ));
-        assert_eq!(c.samples("flat", BASE).unwrap().len(), 4);
+        assert_eq!(
+            c.samples("flat", BASE).unwrap().len(),
+            crate::stats::SAME_MIN_BOOTS
+        );
 
         assert!(matches!(
             Comparison::new("x", Vec::<String>::new()),

@@ -8,16 +8,23 @@
 //!   measured by building into a temporary cache;
 //! - [`suite`]: the test suite's wall time, per-binary sums and slowest tests, from the JUnit
 //!   report of the last nextest run; [`budget`]: that run against its tier's budget;
-//! - [`shards`]: CI shards of about equal time from those reports' test times.
+//! - [`shards`]: CI shards of about equal time from those reports' test times;
+//! - [`verdicts`]: how often the verdicts err, on simulated boots (`shapes`) decided by the
+//!   lab's own code;
+//! - [`bisect`](mod@bisect): how often the bisect names the right changes, its own search on
+//!   simulated boots.
 //!
 //! [`Overview`] puts every row of the lab's speed targets into one table (`lab bench`).
 
+pub mod bisect;
 pub(crate) mod boot;
 pub mod budget;
 pub mod kernel;
 pub(crate) mod run;
+pub(crate) mod shapes;
 pub mod shards;
 pub mod suite;
+pub mod verdicts;
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -80,24 +80,28 @@ pub(crate) fn render(record: &BisectRecord, dir: &Path) -> String {
         esc(&title)
     );
     let answer = match &record.answer {
-        Some(Answer::Culprits { culprits }) | Some(Answer::Range { culprits, .. })
-            if !culprits.is_empty() =>
-        {
-            culprits
+        Some(Answer::Found(found)) => {
+            let mut parts: Vec<String> = found
+                .culprits
                 .iter()
-                .map(|c| {
-                    format!(
-                        "culprit {} \"{}\": {:.0}% of the change",
-                        c.point, c.change.subject, c.share_percent
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; ")
+                .map(|c| format!("culprit {}", record.culprit_text(c)))
+                .collect();
+            parts.extend(
+                found
+                    .unverified
+                    .iter()
+                    .map(|c| format!("point {} not verified ({})", c.point, c.note)),
+            );
+            if let Some((lo, hi)) = found.range {
+                parts.push(format!("the change is in points {}..={hi}", lo + 1));
+            }
+            if parts.is_empty() {
+                parts.push("no culprit verified".into());
+            }
+            parts.join("; ")
         }
-        Some(Answer::Range { lo, hi, .. }) => format!("the change is in points {}..={hi}", lo + 1),
         Some(Answer::NothingToBisect { .. }) => "nothing to bisect".into(),
-        Some(Answer::Unverified { point, .. }) => format!("point {point} not verified"),
-        _ => "no answer yet".into(),
+        None => "no answer yet".into(),
     };
     let _ = write!(
         out,
@@ -111,9 +115,7 @@ pub(crate) fn render(record: &BisectRecord, dir: &Path) -> String {
         esc(&record.unit)
     );
     let culprits: Vec<usize> = match &record.answer {
-        Some(Answer::Culprits { culprits }) | Some(Answer::Range { culprits, .. }) => {
-            culprits.iter().map(|c| c.point).collect()
-        }
+        Some(Answer::Found(found)) => found.culprits.iter().map(|c| c.point).collect(),
         _ => Vec::new(),
     };
     for (i, (step, dots)) in record.steps.iter().zip(&rows).enumerate() {

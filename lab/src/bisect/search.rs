@@ -1,25 +1,38 @@
-//! The bisect's decisions, apart from how probes are built and booted: how a probe's verdicts
-//! against the two endpoints classify it, and which point to probe next. Pure functions of
-//! what is known, so a resumed bisect makes the same choices and tests can drive them with
-//! numbers alone.
+//! The bisect's decisions, apart from how probes are built and booted: which step to run next,
+//! how a probe's verdicts against the two ends classify it, when a candidate is a culprit, and
+//! when to look for another. [`search`] runs a whole bisect against [`Steps`], which the real
+//! bisect implements by building and booting (`super::steps`) and `lab bench bisect` by
+//! simulating boots, so the search is measured as it runs.
+//!
+//! A bisect looks for the changes that move the metric from good toward bad. A change shown
+//! (significant at 1%, whatever its size) counts, not only one beyond the magnitude: the
+//! magnitude decides whether there is anything to bisect (the endpoints must be DIFFERENT),
+//! and a change carrying a part of it is a culprit of its own. A point that moved away from bad
+//! is an opposite change, never a culprit of this one.
 
 use std::collections::BTreeMap;
 
+use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::stats::Decision;
+use super::{
+    Answer, Candidate, Culprit, Findings, OnBootFailure, Share, Step, StepKind, StepVerdict,
+};
+use crate::stats::{Decision, Repetitions, Until, Verdict};
 
-/// What a probed point turned out to be, against the endpoints of its search.
+/// What a probed point turned out to be, against the ends of its search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Class {
-    /// Not separated from the good end (SAME, or UNKNOWN at the cap) and DIFFERENT from the bad.
+    /// No change toward bad shown against the good end, and short of the bad end.
     GoodLike,
-    /// DIFFERENT from the good end, and not separated from the bad end.
+    /// A change toward bad shown against the good end, and none left against the bad end.
     BadLike,
-    /// DIFFERENT from both ends: part of the change is in, part is still to come.
+    /// A change toward bad shown against both ends: part of it is in, part still to come.
     Between,
-    /// Neither: both verdicts stayed UNKNOWN at the cap, or both said SAME.
+    /// Moved away from the bad end (a change the other way): the change looked for is not in.
+    Opposite,
+    /// Neither: no change shown against either end at the cap.
     Unclassified,
     /// It did not build, or did not boot (`--boot-failure skip`): `git bisect`'s exit 125.
     Skipped,
@@ -31,28 +44,40 @@ impl Class {
         matches!(self, Class::BadLike | Class::Between)
     }
 
+    /// Whether the point is on the good side of the change.
+    fn before(self) -> bool {
+        matches!(self, Class::GoodLike | Class::Opposite)
+    }
+
     /// How the bisect log says it.
     pub(crate) fn label(self) -> &'static str {
         match self {
             Class::GoodLike => "good-like",
             Class::BadLike => "bad-like",
             Class::Between => "part of the change",
+            Class::Opposite => "moved away from bad",
             Class::Unclassified => "unclassified",
             Class::Skipped => "skipped",
         }
     }
 }
 
-/// A probe's class from its primary verdicts against the search's good end (`vs_good`) and bad
-/// end (`vs_bad`). A DIFFERENT against one end with an UNKNOWN against the other leans to the
-/// other end: the adaptive boots ran to the cap without separating the probe from it.
-pub(crate) fn classify(vs_good: Decision, vs_bad: Decision) -> Class {
-    use Decision::{Different, Same, Unknown};
-    match (vs_good, vs_bad) {
-        (Same | Unknown, Different) => Class::GoodLike,
-        (Different, Same | Unknown) => Class::BadLike,
-        (Different, Different) => Class::Between,
-        (Same | Unknown, Same | Unknown) => Class::Unclassified,
+/// Whether `v` shows a change in the direction of `toward` (+1 or -1).
+fn shown(v: &Verdict, toward: f64) -> bool {
+    v.significant && v.shift * toward > 0.0
+}
+
+/// A probe's class from its verdicts against the search's good end (`vs_lo`: probe - lo) and
+/// bad end (`vs_hi`: probe - hi), the change going `toward` (the sign of bad - good).
+pub(crate) fn classify(vs_lo: &Verdict, vs_hi: &Verdict, toward: f64) -> Class {
+    let moved = shown(vs_lo, toward);
+    let short = shown(vs_hi, -toward);
+    match (moved, short) {
+        (true, true) => Class::Between,
+        (true, false) => Class::BadLike,
+        (false, _) if shown(vs_lo, -toward) => Class::Opposite,
+        (false, true) => Class::GoodLike,
+        (false, false) => Class::Unclassified,
     }
 }
 
@@ -68,7 +93,7 @@ pub(crate) enum Next {
 
 /// The next step of a first-change search over the points `lo..=hi`, given the classes of the
 /// points probed so far in it. The answer's `hi` is the first point known to carry the change,
-/// its `lo` the last good-like point before it. The probe is the untested point nearest the
+/// its `lo` the last point before it known not to. The probe is the untested point nearest the
 /// middle, or a point already built (`built`) within a sixth of the span of the middle, which
 /// saves a kernel build for at most a fraction of a probe's worth of information.
 pub(crate) fn next(
@@ -86,7 +111,7 @@ pub(crate) fn next(
         .unwrap_or(hi);
     let lo = classes
         .iter()
-        .filter(|(k, c)| *k > &lo && *k < &hi && **c == Class::GoodLike)
+        .filter(|(k, c)| *k > &lo && *k < &hi && c.before())
         .map(|(k, _)| *k)
         .max()
         .unwrap_or(lo);
@@ -111,115 +136,499 @@ pub(crate) fn next(
     Next::Probe(cheap.unwrap_or(nearest))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// One step the search asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Ask {
+    pub kind: StepKind,
+    /// The point probed, verified, or compared with what is left.
+    pub point: usize,
+    /// What it is compared with: a probe's two ends, a verification's parent, the rest's
+    /// culprit and bad.
+    pub ends: Vec<usize>,
+    /// Boots per variant of the first stage, and the most.
+    pub initial: usize,
+    pub cap: usize,
+    /// The smallest change that matters to this step, in the metric's unit (`None`: the
+    /// request's, for the endpoints): what its SAME is held to (see `Search::step_magnitude`).
+    pub magnitude: Option<f64>,
+    /// Bad does not boot (`--boot-failure bad`): one boot of each point, booting or not is the
+    /// answer.
+    pub functional: bool,
+}
 
-    /// Runs a search to its end with a point's class given by `truth`.
-    fn search(
-        n: usize,
-        truth: impl Fn(usize) -> Class,
-        built: &dyn Fn(usize) -> bool,
-    ) -> (Next, Vec<usize>) {
-        let mut classes = BTreeMap::new();
-        let mut probed = Vec::new();
-        loop {
-            match next(0, n, &classes, built) {
-                Next::Probe(k) => {
-                    assert!(!classes.contains_key(&k), "{k} probed twice");
-                    probed.push(k);
-                    classes.insert(k, truth(k));
-                }
-                found => return (found, probed),
-            }
+/// How a step's comparison is run: its boots, when a variant needs no more, and whether its
+/// decisions are exclusive. The real bisect and `lab bench bisect` both take it from here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Schedule {
+    pub repetitions: Repetitions,
+    pub until: Until,
+    /// A probe's two verdicts: its ends differ, so at most one can be "no change".
+    pub exclusive: bool,
+}
+
+impl Ask {
+    /// The step asked for, not yet run.
+    pub(crate) fn step(&self) -> Step {
+        Step {
+            kind: self.kind,
+            point: self.point,
+            ends: self.ends.clone(),
+            record: None,
+            verdicts: Vec::new(),
+            class: None,
+            note: String::new(),
+            failed: None,
+            unbuilt: false,
+            cap: self.cap,
+            boots: 0,
+            per_variant: Vec::new(),
+            seconds: 0.0,
         }
     }
 
-    #[test]
-    fn the_verdicts_against_both_ends_classify_a_probe() {
-        use Decision::*;
-        assert_eq!(classify(Same, Different), Class::GoodLike);
-        assert_eq!(classify(Unknown, Different), Class::GoodLike);
-        assert_eq!(classify(Different, Same), Class::BadLike);
-        assert_eq!(classify(Different, Unknown), Class::BadLike);
-        assert_eq!(classify(Different, Different), Class::Between);
-        assert_eq!(classify(Unknown, Unknown), Class::Unclassified);
-        assert_eq!(classify(Same, Same), Class::Unclassified);
-    }
-
-    #[test]
-    fn every_culprit_of_a_series_is_found_in_log2_probes() {
-        for n in 1..=12 {
-            for culprit in 1..=n {
-                let truth = |k: usize| {
-                    if k >= culprit {
-                        Class::BadLike
-                    } else {
-                        Class::GoodLike
-                    }
-                };
-                let (found, probed) = search(n, truth, &|_| false);
-                assert_eq!(
-                    found,
-                    Next::Found {
-                        lo: culprit - 1,
-                        hi: culprit
-                    },
-                    "n={n}"
-                );
-                let most = (n as f64).log2().ceil() as usize;
-                assert!(probed.len() <= most, "n={n} culprit={culprit}: {probed:?}");
-            }
+    /// The step's verdicts, each its point against an end, from its comparison run's verdict
+    /// of each variant against the run's base (`Step::run_order`): a probe is its run's base,
+    /// so its verdicts are the ends' turned round.
+    pub(crate) fn verdicts(
+        &self,
+        verdict_of: impl Fn(usize) -> Result<Verdict>,
+    ) -> Result<Vec<StepVerdict>> {
+        match self.kind {
+            StepKind::Probe => self
+                .ends
+                .iter()
+                .map(|&end| {
+                    Ok(StepVerdict {
+                        base: end,
+                        variant: self.point,
+                        verdict: super::flip(verdict_of(end)?),
+                    })
+                })
+                .collect(),
+            _ => Ok(vec![StepVerdict {
+                base: self.ends[0],
+                variant: self.point,
+                verdict: verdict_of(self.point)?,
+            }]),
         }
     }
 
-    #[test]
-    fn a_skipped_probe_is_stepped_around_and_can_leave_a_range() {
-        // Six changes, the culprit is 4, and 3 does not build: 3 is skipped, 4 is still found
-        // when 2 is good-like... unless the skip sits right before the culprit's parent test.
-        let truth = |k: usize| match k {
-            3 => Class::Skipped,
-            k if k >= 4 => Class::BadLike,
-            _ => Class::GoodLike,
-        };
-        let (found, probed) = search(6, truth, &|_| false);
-        assert_eq!(found, Next::Found { lo: 2, hi: 4 }, "{probed:?}");
-        // The same with the culprit at 5: 3's skip does not matter.
-        let truth = |k: usize| match k {
-            3 => Class::Skipped,
-            k if k >= 5 => Class::BadLike,
-            _ => Class::GoodLike,
-        };
-        assert_eq!(search(6, truth, &|_| false).0, Next::Found { lo: 4, hi: 5 });
-    }
-
-    #[test]
-    fn a_built_point_near_the_middle_is_preferred() {
-        let truth = |k: usize| {
-            if k >= 7 {
-                Class::BadLike
-            } else {
-                Class::GoodLike
+    /// The schedule of this step's comparison: a functional step boots each point once; the
+    /// endpoints run until DIFFERENT or SAME, every other step until a change is shown or SAME.
+    pub(crate) fn schedule(&self) -> Schedule {
+        let repetitions = if self.functional {
+            Repetitions::Fixed(1)
+        } else {
+            Repetitions::Adaptive {
+                initial: self.initial.min(self.cap),
+                cap: self.cap,
             }
         };
-        let classes = BTreeMap::new();
-        assert_eq!(next(0, 12, &classes, &|_| false), Next::Probe(6));
-        assert_eq!(next(0, 12, &classes, &|k| k == 7), Next::Probe(7));
-        // Too far from the middle to be worth it.
-        assert_eq!(next(0, 12, &classes, &|k| k == 10), Next::Probe(6));
-        assert_eq!(
-            search(12, truth, &|k| k == 5).0,
-            Next::Found { lo: 6, hi: 7 }
-        );
-    }
-
-    #[test]
-    fn a_part_of_the_change_counts_as_changed() {
-        let truth = |k: usize| match k {
-            0..=1 => Class::GoodLike,
-            2..=3 => Class::Between,
-            _ => Class::BadLike,
-        };
-        assert_eq!(search(5, truth, &|_| false).0, Next::Found { lo: 1, hi: 2 });
+        Schedule {
+            repetitions,
+            until: match self.kind {
+                StepKind::Endpoints => Until::Verdict,
+                _ => Until::Shown,
+            },
+            exclusive: self.kind == StepKind::Probe,
+        }
     }
 }
+
+/// Runs the steps a search asks for: the real bisect builds and boots, `lab bench bisect`
+/// simulates. A step's verdicts are its point against each of its ends (point - end); a point
+/// that did not build or boot is the step's `failed`, with no verdicts.
+pub(crate) trait Steps {
+    /// Runs one step (or reads it back, on resume).
+    async fn run(&mut self, ask: &Ask) -> Result<Step>;
+    /// Keeps a step once the search has classified it.
+    fn done(&mut self, step: Step) -> Result<()>;
+    /// Whether point `k`'s kernel is built already.
+    fn built(&self, k: usize) -> bool;
+}
+
+/// The steps a killed bisect had finished, handed back in order on `--resume` instead of run
+/// again. A step is in a record only once it finished; the step a kill interrupted, and every
+/// step after it, run again (the search asks the same steps of the same answers, so the first
+/// that differs ends the replay).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Replay {
+    done: Vec<Step>,
+}
+
+impl Replay {
+    /// Replays `done`, the record's steps in the order they ran.
+    pub(crate) fn of(done: Vec<Step>) -> Replay {
+        Replay { done }
+    }
+
+    /// Finished step `number`, if it is the one `ask` asks for; else `None` from here on.
+    pub(crate) fn take(&mut self, number: usize, ask: &Ask) -> Option<Step> {
+        let same = |s: &&Step| {
+            s.kind == ask.kind && s.point == ask.point && s.ends == ask.ends && s.cap == ask.cap
+        };
+        let step = self.done.get(number).filter(same).cloned();
+        if step.is_none() {
+            self.done.clear();
+        }
+        step
+    }
+}
+
+/// What bounds a search.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// The number of changes (bad is point `n`).
+    pub n: usize,
+    /// The most boots per variant of a probe (`--max-repetitions`; a retry doubles it).
+    pub cap: usize,
+    pub on_boot_failure: OnBootFailure,
+}
+
+/// A search finds at most this many changes, culprits and unverified candidates together.
+pub(crate) const MOST_CHANGES: usize = 4;
+
+/// Boots per variant of a step's first stage: 5, the fewest at which a change can show, for the
+/// endpoints and a probe; 7 for the longer steps (a verification, a look at what is left, a
+/// probe asked again), which look for changes under the magnitude too. Starting at 5 would
+/// give that first look most of the 1% (what a complete separation of 5 boots costs) and
+/// leave the later ones, where such a change shows, little (`stats::Plan::shares`).
+const FIRST: usize = 5;
+const FIRST_LONG: usize = 7;
+
+impl Limits {
+    /// The most boots per variant of a verification, of a look at what is left and of a probe
+    /// asked again: three times a probe's, so a change under the magnitude, or a share of the
+    /// change, can still show.
+    fn long_cap(&self) -> usize {
+        4 * self.cap
+    }
+}
+
+/// Runs a bisect: the endpoints, then first-change searches, each found point verified against
+/// its parent, until no change toward bad is left unexplained.
+pub(crate) async fn search(steps: &mut impl Steps, limits: &Limits) -> Result<Answer> {
+    let n = limits.n;
+    let bad_mode = limits.on_boot_failure == OnBootFailure::Bad;
+    let mut ask = Ask {
+        kind: StepKind::Endpoints,
+        point: n,
+        ends: vec![0],
+        initial: FIRST,
+        cap: limits.cap,
+        magnitude: None,
+        functional: false,
+    };
+    // The endpoints, once more with more boots when the first cap left them UNKNOWN: "nothing
+    // to bisect" is SAME, or still UNKNOWN then.
+    let (total, functional) = loop {
+        let mut ends = steps.run(&ask).await?;
+        let functional = match ends.failed {
+            Some(f) if f == n && bad_mode && !ends.unbuilt => {
+                ends.note =
+                    "bad does not boot: the bisect looks for the change that stops it".into();
+                true
+            }
+            Some(f) => bail!(
+                "the {} end does not build or boot: {}",
+                if f == 0 { "good" } else { "bad" },
+                ends.note
+            ),
+            None => false,
+        };
+        let total = ends.verdicts.first().map(|v| v.verdict.clone());
+        let again = !functional
+            && ask.cap == limits.cap
+            && total
+                .as_ref()
+                .is_some_and(|t| t.decision == Decision::Unknown);
+        if again {
+            ends.note = format!(
+                "UNKNOWN: booted again with up to {} boots",
+                limits.long_cap()
+            );
+        }
+        steps.done(ends)?;
+        if !again {
+            break (total, functional);
+        }
+        ask.cap = limits.long_cap();
+        ask.initial = FIRST_LONG;
+    };
+    let toward = match (&total, functional) {
+        (_, true) => 1.0,
+        (Some(t), false) if t.decision == Decision::Different => t.shift.signum(),
+        (Some(t), false) => return Ok(Answer::NothingToBisect { verdict: t.clone() }),
+        (None, false) => bail!("the endpoints' step gave no verdict"),
+    };
+    let searching = total.as_ref().map_or(0.0, |t| t.shift.abs());
+    let mut search = Search {
+        steps,
+        limits,
+        toward,
+        functional,
+        total,
+        searching,
+        findings: Findings::default(),
+    };
+    search.go().await?;
+    Ok(Answer::Found(search.findings))
+}
+
+/// A search under way.
+struct Search<'a, S: Steps> {
+    steps: &'a mut S,
+    limits: &'a Limits,
+    toward: f64,
+    functional: bool,
+    /// Bad against good (none when bad does not boot).
+    total: Option<Verdict>,
+    /// The size of the change the current search looks for: the whole change, then what is
+    /// left after the last point found.
+    searching: f64,
+    findings: Findings,
+}
+
+impl<S: Steps> Search<'_, S> {
+    /// The magnitude a probe or verification holds SAME to: the endpoints', or half the change
+    /// searched for when that is smaller. A point SAME as an end within a magnitude as large as
+    /// the change looked for says nothing about which side of it the point is on (a change
+    /// right at the magnitude passes as SAME in some 5% of comparisons by design); within half
+    /// of it, it does.
+    fn step_magnitude(&self) -> Option<f64> {
+        let m = self.total.as_ref()?.magnitude;
+        Some(m.min(self.searching / 2.0))
+    }
+
+    async fn go(&mut self) -> Result<()> {
+        let n = self.limits.n;
+        let mut lo_end = 0;
+        loop {
+            let (lo, hi, hi_step) = self.first_change(lo_end).await?;
+            if hi > lo + 1 {
+                self.findings.range = Some((lo, hi));
+                return Ok(());
+            }
+            let failed_to_boot = self.verify(lo, hi).await?;
+            let found = self.findings.culprits.len() + self.findings.unverified.len();
+            if hi == n || found >= MOST_CHANGES || self.functional || failed_to_boot {
+                return Ok(());
+            }
+            match self.more_left(hi, hi_step.as_ref()).await? {
+                Some(left) => self.searching = left,
+                None => return Ok(()),
+            }
+            lo_end = hi;
+        }
+    }
+
+    /// A first-change search over `lo_end..=n`: the last point before the change, the first
+    /// with it, and that point's probe step (none when it is bad).
+    async fn first_change(&mut self, lo_end: usize) -> Result<(usize, usize, Option<Step>)> {
+        let n = self.limits.n;
+        let mut classes: BTreeMap<usize, Class> = BTreeMap::new();
+        let mut probes: BTreeMap<usize, Step> = BTreeMap::new();
+        loop {
+            let steps = &*self.steps;
+            match next(lo_end, n, &classes, &|k| steps.built(k)) {
+                Next::Found { lo, hi } => return Ok((lo, hi, probes.remove(&hi))),
+                Next::Probe(k) => {
+                    let step = self.probe(k, lo_end).await?;
+                    let class = step.class.unwrap_or(Class::Unclassified);
+                    if class == Class::Opposite && !self.findings.opposite.contains(&k) {
+                        self.findings.opposite.push(k);
+                    }
+                    classes.insert(k, class);
+                    probes.insert(k, step);
+                }
+            }
+        }
+    }
+
+    /// Probes point `k` against `lo_end` and bad, once more with the long cap when a verdict
+    /// neither showed a change nor was SAME.
+    async fn probe(&mut self, k: usize, lo_end: usize) -> Result<Step> {
+        let n = self.limits.n;
+        // A change of less than twice the magnitude (what a later search looks for, mostly)
+        // seldom shows in a probe's first boots: such a probe starts long.
+        let small = self
+            .total
+            .as_ref()
+            .is_some_and(|t| self.searching < 2.0 * t.magnitude);
+        let (initial, cap) = if small {
+            (FIRST_LONG, self.limits.long_cap())
+        } else {
+            (FIRST, self.limits.cap)
+        };
+        let mut ask = Ask {
+            kind: StepKind::Probe,
+            point: k,
+            ends: if self.functional {
+                vec![lo_end]
+            } else {
+                vec![lo_end, n]
+            },
+            initial,
+            cap,
+            magnitude: self.step_magnitude(),
+            functional: self.functional,
+        };
+        loop {
+            let mut step = self.steps.run(&ask).await?;
+            let class = match step.failed {
+                Some(f) if f == k && step.unbuilt => Class::Skipped,
+                Some(f) if f == k => match self.limits.on_boot_failure {
+                    OnBootFailure::Skip => Class::Skipped,
+                    OnBootFailure::Bad => Class::BadLike,
+                },
+                Some(f) => bail!(
+                    "{f}, an end of a probe, did not build or boot: {}",
+                    step.note
+                ),
+                None if self.functional => Class::GoodLike,
+                None => match step.verdicts.as_slice() {
+                    [lo, hi] => classify(&lo.verdict, &hi.verdict, self.toward),
+                    other => bail!("a probe gave {} verdicts, not 2", other.len()),
+                },
+            };
+            step.class = Some(class);
+            // At a probe's first cap, a verdict that neither shows a change nor is SAME leaves
+            // the class in doubt (a change under the boots' spread reads as none): ask again
+            // with more boots.
+            let unsettled = step
+                .verdicts
+                .iter()
+                .any(|v| !v.verdict.significant && v.verdict.decision != Decision::Same);
+            let again = unsettled
+                && !self.functional
+                && step.failed.is_none()
+                && ask.cap == self.limits.cap;
+            if again {
+                step.note = format!(
+                    "{}: probed again with up to {} boots",
+                    if class == Class::Unclassified {
+                        "no change shown either way"
+                    } else {
+                        "a verdict neither showed a change nor was SAME"
+                    },
+                    self.limits.long_cap()
+                );
+            }
+            self.steps.done(step.clone())?;
+            if !again {
+                return Ok(step);
+            }
+            ask.cap = self.limits.long_cap();
+            ask.initial = FIRST_LONG;
+        }
+    }
+
+    /// Verifies `hi` against its parent `lo`; it becomes a culprit, or an unverified candidate.
+    /// Returns whether `hi` failed to boot (what `--boot-failure bad` looks for).
+    async fn verify(&mut self, lo: usize, hi: usize) -> Result<bool> {
+        let ask = Ask {
+            kind: StepKind::Verify,
+            point: hi,
+            ends: vec![lo],
+            initial: FIRST_LONG,
+            cap: self.limits.long_cap(),
+            magnitude: self.step_magnitude(),
+            functional: self.functional,
+        };
+        let mut step = self.steps.run(&ask).await?;
+        let bad_mode = self.limits.on_boot_failure == OnBootFailure::Bad;
+        let verdict = step.verdicts.first().map(|v| v.verdict.clone());
+        let mut failed_to_boot = false;
+        match (step.failed, verdict) {
+            (Some(f), _) if f == hi && bad_mode && !step.unbuilt => {
+                step.note = "does not boot, its parent does".into();
+                failed_to_boot = true;
+                self.findings.culprits.push(Culprit {
+                    point: hi,
+                    verdict: None,
+                    share: None,
+                    note: step.note.clone(),
+                });
+            }
+            (Some(f), _) => bail!("{f} did not build or boot in a verification: {}", step.note),
+            (None, _) if self.functional => {
+                step.note = "boots: the failure is not this change's alone".into();
+                self.findings.unverified.push(Candidate {
+                    point: hi,
+                    verdict: None,
+                    note: step.note.clone(),
+                });
+            }
+            (None, Some(v)) if shown(&v, self.toward) => {
+                let share = self.total.as_ref().and_then(|t| Share::of(&v, t));
+                self.findings.culprits.push(Culprit {
+                    point: hi,
+                    verdict: Some(v),
+                    share,
+                    note: String::new(),
+                });
+            }
+            (None, v) => {
+                step.note = match &v {
+                    Some(v) if shown(v, -self.toward) => "moved away from bad: not a culprit",
+                    Some(v) if v.decision == Decision::Same => "SAME as its parent",
+                    _ => "no change shown against its parent",
+                }
+                .into();
+                self.findings.unverified.push(Candidate {
+                    point: hi,
+                    verdict: v,
+                    note: step.note.clone(),
+                });
+            }
+        }
+        self.steps.done(step)?;
+        Ok(failed_to_boot)
+    }
+
+    /// The change toward bad left after `hi`, if one shows: its probe showed one against bad,
+    /// or, when that probe settled nothing against bad, a look at bad against `hi` with more
+    /// boots does (held to SAME within half the magnitude: "nothing left" must mean little).
+    async fn more_left(&mut self, hi: usize, probe: Option<&Step>) -> Result<Option<f64>> {
+        let n = self.limits.n;
+        if let Some(against_bad) = probe.and_then(|s| s.verdicts.get(1)) {
+            if shown(&against_bad.verdict, -self.toward) {
+                return Ok(Some(against_bad.verdict.shift.abs()));
+            }
+            if against_bad.verdict.decision == Decision::Same {
+                return Ok(None);
+            }
+        }
+        let ask = Ask {
+            kind: StepKind::Rest,
+            point: n,
+            ends: vec![hi],
+            initial: FIRST_LONG,
+            cap: self.limits.long_cap(),
+            magnitude: self.total.as_ref().map(|t| t.magnitude / 2.0),
+            functional: false,
+        };
+        let mut step = self.steps.run(&ask).await?;
+        if let Some(f) = step.failed {
+            bail!(
+                "{f} did not build or boot looking at what is left: {}",
+                step.note
+            );
+        }
+        let left = step
+            .verdicts
+            .first()
+            .filter(|v| shown(&v.verdict, self.toward))
+            .map(|v| v.verdict.shift.abs());
+        step.note = if left.is_some() {
+            "a change toward bad is left: searched on".into()
+        } else {
+            "nothing more toward bad shown".into()
+        };
+        self.steps.done(step)?;
+        Ok(left)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,8 +1,10 @@
 //! A [`Comparison`]: variants (the first is the base) and, per metric, one sample per boot of
 //! each. Its primary metrics are where it is decided (DIFFERENT, SAME or UNKNOWN, see
-//! [`crate::stats::decision`]); the others are shown with p-values adjusted for their number.
-//! A merged comparison may hold groups (one per accelerator, say): runs of variants each led by
-//! a base of its own, and each variant is compared with its group's base only.
+//! [`crate::stats::decision`]), all together under its [`Plan`] (the looks of the adaptive
+//! run that made it, [`crate::stats::sequential`]); the others are shown with p-values
+//! adjusted for their number. A merged comparison may hold groups (one per accelerator, say):
+//! runs of variants each led by a base of its own, and each variant is compared with its
+//! group's base only (a group's primary decisions are one family).
 
 use std::collections::BTreeMap;
 
@@ -10,7 +12,9 @@ use anyhow::anyhow;
 use serde::{Deserialize, Serialize};
 
 use super::{fmt_p, fmt_signed, fmt_value, join_or_none, unit_suffix, Direction, ReportError};
-use crate::stats::{decide, holm, Change, Decision, Magnitude, Range, Summary, Verdict};
+use crate::stats::{
+    decide, decide_all, holm, Change, Decision, Magnitude, Pair, Plan, Range, Summary, Verdict,
+};
 
 /// `git bisect run`'s "cannot test this commit": `lab compare --exit-code` when a verdict is
 /// UNKNOWN or the comparison could not be made.
@@ -58,6 +62,20 @@ pub struct Comparison {
     /// its base and the variants after it up to the next base. Empty: one group, base first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     bases: Vec<String>,
+    /// The looks its primary decisions were made at (an adaptive run's stage targets); a
+    /// record without one (a fixed count, a merge, a record written before plans) is decided at
+    /// one look on all its samples.
+    #[serde(default, skip_serializing_if = "is_single")]
+    plan: Plan,
+}
+
+/// `variant`'s samples of `m` (none yet: empty).
+fn samples_of<'a>(m: &'a Metric, variant: &str) -> &'a [f64] {
+    m.samples.get(variant).map_or(&[], Vec::as_slice)
+}
+
+fn is_single(plan: &Plan) -> bool {
+    *plan == Plan::single()
 }
 
 /// The unchecked JSON shape of a [`Comparison`].
@@ -69,6 +87,8 @@ struct ComparisonData {
     metrics: Vec<Metric>,
     #[serde(default)]
     bases: Vec<String>,
+    #[serde(default)]
+    plan: Plan,
 }
 
 impl TryFrom<ComparisonData> for Comparison {
@@ -77,6 +97,7 @@ impl TryFrom<ComparisonData> for Comparison {
     fn try_from(data: ComparisonData) -> Result<Self, ReportError> {
         let mut c = Comparison::new(data.name, data.variants)?;
         c.set_bases(&data.bases)?;
+        c.plan = data.plan;
         for m in data.metrics {
             c.add_metric(&m.name, &m.unit, m.direction, m.magnitude)?;
             c.set_range(&m.name, m.range)?;
@@ -127,7 +148,18 @@ impl Comparison {
             variants,
             metrics: Vec::new(),
             bases: Vec::new(),
+            plan: Plan::single(),
         })
+    }
+
+    /// Decides the primary metrics at `plan`'s looks (set by the runner from its schedule).
+    pub(crate) fn set_plan(&mut self, plan: Plan) {
+        self.plan = plan;
+    }
+
+    /// The looks its primary decisions are made at.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
     }
 
     /// Splits the variants into groups, each led by one of `bases` (the first variant always
@@ -214,6 +246,7 @@ impl Comparison {
                     variants,
                     metrics,
                     bases: Vec::new(),
+                    plan: self.plan.clone(),
                 }
             })
             .collect()
@@ -412,22 +445,68 @@ impl Comparison {
         Change::between(base, other, range).map_err(|source| self.stats(metric, variant, source))
     }
 
-    /// The decision for `variant` against its base on `metric`, with its magnitude.
+    /// The decision for `variant` against its base on `metric`, with its magnitude: a primary
+    /// metric's as made with all the others of its group ([`Comparison::verdicts`]); any
+    /// other's as if it were decided alone, at one look.
     pub fn verdict(&self, metric: &str, variant: &str) -> Result<Verdict, ReportError> {
         let m = self.metric(metric)?;
+        self.check_variant(variant)?;
+        if m.primary && !self.is_base(variant) {
+            return self
+                .verdicts()
+                .into_iter()
+                .find(|(m, v, _)| *m == metric && *v == variant)
+                .map(|(_, _, verdict)| verdict)
+                .expect("every primary metric of every variant but the bases is decided");
+        }
         let base = self.samples(metric, self.base_of(variant))?;
         let other = self.samples(metric, variant)?;
         decide(base, other, m.magnitude).map_err(|source| self.stats(metric, variant, source))
     }
 
-    /// Every primary metric's verdict for every variant but the bases, in table order.
+    /// Every primary metric's verdict for every variant but the bases, in table order: each
+    /// group's decisions made together under the comparison's plan (`stats::decide_all`).
     pub fn verdicts(&self) -> Vec<(&str, &str, Result<Verdict, ReportError>)> {
-        self.primaries()
+        let pairs: Vec<(&Metric, &str)> = self
+            .primaries()
             .flat_map(|m| {
                 self.variants
                     .iter()
                     .filter(|v| !self.is_base(v))
-                    .map(move |v| (m.name.as_str(), v.as_str(), self.verdict(&m.name, v)))
+                    .map(move |v| (m, v.as_str()))
+            })
+            .collect();
+        let mut verdicts: Vec<Option<Result<Verdict, ReportError>>> =
+            (0..pairs.len()).map(|_| None).collect();
+        for base in self.bases() {
+            let members: Vec<usize> = (0..pairs.len())
+                .filter(|&i| self.base_of(pairs[i].1) == base)
+                .collect();
+            let family: Vec<Pair<'_>> = members
+                .iter()
+                .map(|&i| {
+                    let (m, v) = pairs[i];
+                    Pair {
+                        base: samples_of(m, base),
+                        variant: samples_of(m, v),
+                        magnitude: m.magnitude,
+                    }
+                })
+                .collect();
+            for (&i, decided) in members.iter().zip(decide_all(&family, &self.plan)) {
+                let (m, v) = pairs[i];
+                verdicts[i] = Some(decided.map_err(|source| self.stats(&m.name, v, source)));
+            }
+        }
+        pairs
+            .into_iter()
+            .zip(verdicts)
+            .map(|((m, v), verdict)| {
+                (
+                    m.name.as_str(),
+                    v,
+                    verdict.expect("every pair belongs to its base's group"),
+                )
             })
             .collect()
     }
@@ -662,15 +741,19 @@ pub(crate) fn describe(v: &Verdict, unit: &str) -> String {
         ),
         None => "no interval yet (fewer than 4 boots a side)".to_string(),
     };
+    let means = match v.mean_interval {
+        Some(ci) => format!(" [{}, {}]", fmt_signed(ci.low), fmt_signed(ci.high)),
+        None => String::new(),
+    };
     format!(
-        "shift {}{unit}, {interval}, magnitude {}{unit}, p={} (Mann-Whitney {}, KS {}), means \
-         differ by {}{unit}, n={}/{}",
+        "shift {}{unit}, {interval}, means differ by {}{means}{unit}, magnitude {}{unit}, p={} \
+         (looks and decisions counted; Mann-Whitney {}, KS {}), n={}/{}",
         fmt_signed(v.shift),
+        fmt_signed(v.mean_difference),
         fmt_value(v.magnitude),
         fmt_p(v.p),
         fmt_p(v.mann_whitney_p),
         fmt_p(v.ks_p),
-        fmt_signed(v.mean_difference),
         v.n_base,
         v.n_variant
     )

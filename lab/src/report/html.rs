@@ -176,10 +176,11 @@ fn verdicts(c: &Comparison, rows: &[MetricRow<'_>]) -> String {
             esc(&super::table::magnitude_text(m))
         );
     }
-    out += "</tbody></table>\n<p class=\"note\">DIFFERENT: min(Mann-Whitney, Kolmogorov-Smirnov) \
-            p &le; 0.01 and the Hodges-Lehmann shift beyond the magnitude; SAME: the 95% \
-            distribution-free interval of the shift inside &plusmn;magnitude; otherwise \
-            UNKNOWN.</p>\n";
+    out += "</tbody></table>\n<p class=\"note\">DIFFERENT: the exact Mann-Whitney p, \
+            adjusted for every look of the adaptive run and every primary decision, &le; 0.01 \
+            and the Hodges-Lehmann shift beyond the magnitude; SAME: after 9 or more boots a \
+            side, the 95% intervals of the shift and of the difference of the means inside \
+            &plusmn;magnitude; otherwise UNKNOWN.</p>\n";
     out
 }
 
@@ -312,7 +313,7 @@ fn table(c: &Comparison, rows: &[MetricRow<'_>]) -> String {
         let _ = writeln!(out, "<td class=\"num\">{}</td></tr>", counts.join("/"));
     }
     out += "</tbody></table></div>\n<p class=\"note\">%change of the mean against the base; \
-            p: min(Mann-Whitney, Kolmogorov-Smirnov), exact; adj: Holm-adjusted over the \
+            p: Mann-Whitney, exact; adj: Holm-adjusted over the \
             secondary metrics' comparisons; * adj&lt;0.05, ** adj&lt;0.01 with the shift beyond \
             the metric's magnitude; [..]: 95% distribution-free interval of the shift \
             (Hodges-Lehmann), in % of the base mean, inside the metric's range; n: boots per \

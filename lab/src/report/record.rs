@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{read_json, write_json_atomic, Comparison, Manifest, Picture, ReportError};
-use crate::stats::Verdict;
+use crate::stats::{next_stage, Repetitions, Until, Verdict};
 
 /// One boot's raw result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -297,6 +297,79 @@ pub struct DecisionPoint {
     /// What the run did next: "stop: every primary verdict decided", "add boots to ...",
     /// "stop: the cap of N boots per variant reached".
     pub next: String,
+}
+
+impl DecisionPoint {
+    /// The look after a stage of a run of `comparison` with `have[v]` valid boots per variant
+    /// (base first): every primary verdict, and what to boot next, the base and every variant
+    /// with a verdict `until` does not settle, up to the next step (`None`: stop). The runner
+    /// and `lab bench`'s simulated runs both take their decisions here.
+    pub(crate) fn after_stage(
+        comparison: &Comparison,
+        repetitions: Repetitions,
+        until: Until,
+        have: &[usize],
+    ) -> (DecisionPoint, Option<(Vec<usize>, usize)>) {
+        let variants = comparison.variants();
+        let verdicts: Vec<PairVerdict> = comparison
+            .verdicts()
+            .into_iter()
+            .map(|(metric, variant, verdict)| PairVerdict {
+                metric: metric.to_string(),
+                variant: variant.to_string(),
+                verdict: verdict.ok(),
+            })
+            .collect();
+        let undecided: Vec<usize> = (1..variants.len())
+            .filter(|&i| {
+                verdicts.iter().any(|v| {
+                    v.variant == variants[i]
+                        && !v.verdict.as_ref().is_some_and(|v| until.settles(v))
+                })
+            })
+            .collect();
+        let names = |indices: &[usize]| {
+            indices
+                .iter()
+                .map(|&i| variants[i].as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (next, plan) = if verdicts.is_empty() {
+            ("stop: no primary metric to decide on".to_string(), None)
+        } else if let Repetitions::Fixed(n) = repetitions {
+            (format!("stop: fixed at {n} boots per variant"), None)
+        } else if undecided.is_empty() && until == Until::Shown {
+            (
+                "stop: every primary verdict decided or a change shown".to_string(),
+                None,
+            )
+        } else if undecided.is_empty() {
+            ("stop: every primary verdict decided".to_string(), None)
+        } else {
+            match next_stage(repetitions, have, &undecided) {
+                Some((active, target)) => (
+                    format!("add boots: {} to {target} each", names(&active)),
+                    Some((active, target)),
+                ),
+                None => (
+                    format!(
+                        "stop: UNKNOWN for {} at the cap of {} boots per variant",
+                        names(&undecided),
+                        repetitions.cap()
+                    ),
+                    None,
+                ),
+            }
+        };
+        let point = DecisionPoint {
+            boots: have.iter().sum(),
+            per_variant: variants.iter().cloned().zip(have.iter().copied()).collect(),
+            verdicts,
+            next,
+        };
+        (point, plan)
+    }
 }
 
 /// A primary metric's verdict for one variant at a [`DecisionPoint`].

@@ -147,7 +147,7 @@ impl Table {
                 None => "p=n/a".to_string(),
                 Some(ch) => {
                     let mut note = match (&o.verdict, o.adjusted_p) {
-                        (Some(v), _) => format!("{} p={}", v.decision, fmt_p(ch.p_value)),
+                        (Some(v), _) => format!("{} p={}", v.decision, fmt_p(v.p)),
                         (None, Some(adj)) => {
                             format!("p={} adj={}", fmt_p(ch.p_value), fmt_p(adj))
                         }
@@ -268,10 +268,12 @@ impl Table {
             .count();
         if rows.iter().any(|r| r.metric.primary) {
             lines.push(format!(
-                "primary: DIFFERENT when min(Mann-Whitney, Kolmogorov-Smirnov) p <= {} and the \
-                 shift exceeds the magnitude; SAME when the {}% interval of the shift lies inside \
-                 ±magnitude; otherwise UNKNOWN",
+                "primary: DIFFERENT when p (Mann-Whitney, exact, adjusted for every look and \
+                 primary decision) <= {} and the shift exceeds the magnitude; SAME after {} or \
+                 more boots a side when the {}% intervals of the shift and of the means lie \
+                 inside ±magnitude; otherwise UNKNOWN",
                 crate::stats::DIFFERENT_ALPHA,
+                crate::stats::SAME_MIN_BOOTS,
                 SAME_CONFIDENCE * 100.0
             ));
         }
@@ -280,7 +282,7 @@ impl Table {
              secondary comparisons (adj), with the shift beyond the metric's magnitude"
         ));
         lines.push(format!(
-            "p: min(Mann-Whitney, Kolmogorov-Smirnov), exact; [..]: {}% distribution-free \
+            "p: Mann-Whitney, exact; [..]: {}% distribution-free \
              interval of the shift (Hodges-Lehmann), in % of the base mean, inside the metric's \
              range; n: boots per variant, base first",
             TABLE_CONFIDENCE * 100.0

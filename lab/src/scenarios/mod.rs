@@ -202,8 +202,13 @@ pub struct Request {
     pub repetitions: Option<usize>,
     /// The most boots per variant an adaptive run may take.
     pub max_repetitions: Option<usize>,
-    /// Boots per variant of an adaptive run's first stage (default 4).
+    /// Boots per variant of an adaptive run's first stage (default 5).
     pub initial_repetitions: Option<usize>,
+    /// At most one primary decision can be a true "no change" (a bisect probe against two
+    /// differing ends): see [`Experiment::exclusive_decisions`].
+    pub exclusive_decisions: bool,
+    /// When a variant needs no more boots (default: its verdicts DIFFERENT or SAME).
+    pub until: crate::stats::Until,
     /// Primary metrics with their magnitudes (`None`: the metric's own); empty: the
     /// scenario's.
     pub primaries: Vec<(String, Option<crate::stats::Magnitude>)>,
@@ -271,6 +276,10 @@ fn experiment<S: Scenario>(scenario: S, request: &Request) -> Experiment<S> {
     for (metric, magnitude) in &request.primaries {
         experiment.primaries.push((metric.clone(), *magnitude));
     }
+    if request.exclusive_decisions {
+        experiment = experiment.exclusive_decisions();
+    }
+    experiment = experiment.until(request.until);
     if let Some(seed) = request.seed {
         experiment = experiment.seed(seed);
     }

@@ -11,24 +11,53 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::{Decision, Verdict};
+
+/// When an adaptive run stops booting for a pair: when its verdict is settled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Until {
+    /// DIFFERENT or SAME: a comparison (`lab compare`) asks whether a change matters.
+    #[default]
+    Verdict,
+    /// A change shown either way, whatever its size (significant), or SAME: a bisect's probe
+    /// and verification ask whether a change is there at all.
+    Shown,
+}
+
+impl Until {
+    /// Whether `verdict` needs no more boots.
+    pub fn settles(self, verdict: &Verdict) -> bool {
+        match self {
+            Until::Verdict => verdict.decision != Decision::Unknown,
+            Until::Shown => verdict.decision != Decision::Unknown || verdict.significant,
+        }
+    }
+}
+
 /// How many boots per variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum Repetitions {
+pub enum Repetitions {
     /// Exactly this many per variant (`--repetitions N`).
     Fixed(usize),
     /// Start with `initial` per variant; while a primary verdict is UNKNOWN, add boots to the
     /// variants it involves (the base and that variant): up to 5, the fewest at which the rank
     /// tests can reach p <= 0.01, then 2 more per step, never past `cap`.
-    Adaptive { initial: usize, cap: usize },
+    Adaptive {
+        /// Boots per variant of the first stage.
+        initial: usize,
+        /// The most boots per variant.
+        cap: usize,
+    },
 }
 
 impl Default for Repetitions {
-    /// 4 per variant (the fewest with a 95% interval, so SAME can be decided in the first
-    /// stage; DIFFERENT needs 5), at most 10.
+    /// 5 per variant, the fewest at which DIFFERENT can be decided (a complete separation is
+    /// p = 2/252); SAME needs 9. At most 10.
     fn default() -> Repetitions {
         Repetitions::Adaptive {
-            initial: 4,
+            initial: 5,
             cap: 10,
         }
     }
@@ -36,7 +65,7 @@ impl Default for Repetitions {
 
 impl Repetitions {
     /// Boots per variant of the first stage.
-    pub(crate) fn initial(self) -> usize {
+    pub fn initial(self) -> usize {
         match self {
             Repetitions::Fixed(n) => n,
             Repetitions::Adaptive { initial, .. } => initial,
@@ -44,7 +73,7 @@ impl Repetitions {
     }
 
     /// The most boots a variant can get.
-    pub(crate) fn cap(self) -> usize {
+    pub fn cap(self) -> usize {
         match self {
             Repetitions::Fixed(n) => n,
             Repetitions::Adaptive { cap, .. } => cap,
@@ -52,19 +81,41 @@ impl Repetitions {
     }
 
     /// The next stage's count per variant for variants that now have `have`; `None` when no
-    /// more boots may be added.
-    pub(crate) fn next_target(self, have: usize) -> Option<usize> {
+    /// more boots may be added. Up to 5 (the fewest at which DIFFERENT can be decided), then 2
+    /// more a step up to 9 (the fewest SAME needs), then half as many again a step: every look
+    /// takes a share of the 1% (`sequential`), and past 9 a look every two boots would leave
+    /// each too little to show a change under the magnitude (a bisect's verification runs to
+    /// 30).
+    pub fn next_target(self, have: usize) -> Option<usize> {
         match self {
             Repetitions::Fixed(_) => None,
             Repetitions::Adaptive { cap, .. } => {
-                let next = if have < 5 { 5 } else { have + 2 };
+                let next = match have {
+                    0..5 => 5,
+                    5..9 => have + 2,
+                    _ => have + have.div_ceil(2),
+                };
                 (have < cap).then_some(next.min(cap))
             }
         }
     }
 
+    /// The boots per variant at which the verdicts are looked at, in order: every stage target
+    /// of an adaptive run (the plan its decisions split their error over), none for a fixed
+    /// count (one look at all the boots).
+    pub fn looks(self) -> Vec<usize> {
+        let Repetitions::Adaptive { initial, .. } = self else {
+            return Vec::new();
+        };
+        let mut looks = vec![initial];
+        while let Some(next) = self.next_target(*looks.last().expect("one look")) {
+            looks.push(next);
+        }
+        looks
+    }
+
     /// At least one boot, and an adaptive cap not below its start.
-    pub(crate) fn check(self) -> Result<(), String> {
+    pub fn check(self) -> Result<(), String> {
         match self {
             Repetitions::Fixed(0) => Err("repetitions must be at least 1".into()),
             Repetitions::Adaptive { initial: 0, .. } => {
@@ -79,28 +130,27 @@ impl Repetitions {
 }
 
 /// What an adaptive run boots next, given `have[v]` valid boots per variant (0 is the base)
-/// and the variants whose primary verdict is still UNKNOWN: the base and those variants below
-/// the cap, all brought up to the next step; `None` when the run stops (fixed, nothing
-/// undecided, or the cap reached).
-pub(crate) fn next_stage(
+/// and the variants whose primary verdict is still UNKNOWN: those variants below the cap and
+/// the base, brought up to the step after the undecided variants' count (the base's own count
+/// does not set it: booted on for other variants, it may be ahead); `None` when the run stops
+/// (fixed, nothing undecided below the cap).
+pub fn next_stage(
     repetitions: Repetitions,
     have: &[usize],
     undecided: &[usize],
 ) -> Option<(Vec<usize>, usize)> {
-    if undecided.is_empty() || matches!(repetitions, Repetitions::Fixed(_)) {
+    if matches!(repetitions, Repetitions::Fixed(_)) {
         return None;
     }
     let cap = repetitions.cap();
-    let mut active = vec![0];
-    active.extend(
-        undecided
-            .iter()
-            .copied()
-            .filter(|&v| v != 0 && have[v] < cap),
-    );
-    let most = active.iter().map(|&v| have[v]).max().unwrap_or(0);
+    let open: Vec<usize> = undecided
+        .iter()
+        .copied()
+        .filter(|&v| v != 0 && have[v] < cap)
+        .collect();
+    let most = open.iter().map(|&v| have[v]).max()?;
     let target = repetitions.next_target(most)?;
-    (active.len() > 1 || have[0] < target).then_some((active, target))
+    Some((std::iter::once(0).chain(open).collect(), target))
 }
 
 /// The seeded, balanced order of a run's boots.
@@ -126,7 +176,7 @@ impl BootOrder {
 
     /// A seed for a run that was not given one: from the clock and the process id, so two runs
     /// started at once differ. It is recorded; pass it back to get the same order.
-    pub(crate) fn fresh_seed() -> u64 {
+    pub fn fresh_seed() -> u64 {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -346,6 +396,30 @@ mod tests {
         assert_eq!(next_stage(r, &[5, 7, 5], &[1, 2]), Some((vec![0, 2], 7)));
         assert_eq!(next_stage(r, &[3, 3], &[]), None);
         assert_eq!(next_stage(Repetitions::Fixed(3), &[3, 3], &[1]), None);
+        // The base at the cap (booted on for a variant decided since) does not stop a variant
+        // still at 5: it goes to 7, its next step.
+        let r = Repetitions::Adaptive {
+            initial: 5,
+            cap: 10,
+        };
+        assert_eq!(next_stage(r, &[10, 10, 5], &[2]), Some((vec![0, 2], 7)));
+    }
+
+    #[test]
+    fn the_looks_are_the_stage_targets() {
+        assert_eq!(Repetitions::default().looks(), vec![5, 7, 9, 10]);
+        let long = Repetitions::Adaptive {
+            initial: 7,
+            cap: 30,
+        };
+        assert_eq!(long.looks(), vec![7, 9, 14, 21, 30]);
+        let r = Repetitions::Adaptive { initial: 4, cap: 9 };
+        assert_eq!(r.looks(), vec![4, 5, 7, 9]);
+        assert_eq!(
+            Repetitions::Adaptive { initial: 3, cap: 3 }.looks(),
+            vec![3]
+        );
+        assert!(Repetitions::Fixed(5).looks().is_empty());
     }
 
     #[test]

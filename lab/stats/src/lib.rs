@@ -4,32 +4,39 @@
 //! - [`Summary`]: n, mean, sample stddev, min, max, median.
 //! - `rank`: the exact Mann-Whitney and Kolmogorov-Smirnov tests and the Hodges-Lehmann shift
 //!   with its distribution-free interval, ties included, at any sample size.
-//! - `decision`: DIFFERENT, SAME or UNKNOWN for a variant against the base on one metric,
-//!   given the smallest change that matters; Holm's adjustment for the metrics only shown.
+//! - `decision`: the verdict types (DIFFERENT, SAME or UNKNOWN, with the numbers behind it) and
+//!   Holm's adjustment for the metrics only shown.
+//! - `sequential`: the decisions of a comparison, all its primary metrics and variants at
+//!   once, over the looks of its adaptive schedule, with the error of a false DIFFERENT split
+//!   over the looks and the decisions so that it stays at most 1% in all.
 //! - `schedule`: fixed or adaptive boot counts, and the seeded, balanced boot order.
 //! - `Change`: the numbers a table row shows for a variant against the base.
+//!
+//! A crate of its own, below everything else in the lab, and compiled optimised in debug
+//! builds too (the workspace's `profile.dev.package`): `lab bench verdicts` runs its decisions
+//! hundreds of thousands of times.
 //!
 //! Everything is deterministic and total: the same input gives the same output, and empty or
 //! non-finite input gives an error or a `None` field, never a panic.
 //!
-//! Public are the verdict types a comparison hands out ([`Verdict`], [`Decision`],
-//! [`Magnitude`], [`Summary`], [`Interval`], [`Range`]) and [`BootOrder`], which replays a run's
-//! boot order from its recorded seed.
+//! The lab re-exports it as `lab::stats`.
+#![deny(missing_docs)]
 
-pub(crate) mod decision;
-pub(crate) mod rank;
-pub(crate) mod schedule;
+pub mod decision;
+pub mod rank;
+pub mod schedule;
+pub mod sequential;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub(crate) use decision::{decide, holm, DIFFERENT_ALPHA, SAME_CONFIDENCE};
-pub use decision::{Decision, Magnitude, Verdict};
-pub use schedule::BootOrder;
-pub(crate) use schedule::{next_stage, Repetitions};
+pub use decision::{holm, Decision, Magnitude, Verdict};
+pub use decision::{DIFFERENT_ALPHA, SAME_CONFIDENCE, SAME_MIN_BOOTS};
+pub use schedule::{next_stage, BootOrder, Repetitions, Until};
+pub use sequential::{decide, decide_all, Pair, Plan};
 
 /// A value with about four significant digits, in at most ~10 characters.
-pub(crate) fn fmt_value(x: f64) -> String {
+pub fn fmt_value(x: f64) -> String {
     let a = x.abs();
     if x == 0.0 {
         "0".to_string()
@@ -45,7 +52,7 @@ pub(crate) fn fmt_value(x: f64) -> String {
 }
 
 /// Confidence of the intervals tables show.
-pub(crate) const TABLE_CONFIDENCE: f64 = 0.95;
+pub const TABLE_CONFIDENCE: f64 = 0.95;
 
 /// Why a statistic could not be computed.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -88,7 +95,7 @@ pub struct Summary {
 
 impl Summary {
     /// Summarises `samples`; errors on an empty slice or a NaN/infinite sample.
-    pub(crate) fn of(samples: &[f64]) -> Result<Summary, StatsError> {
+    pub fn of(samples: &[f64]) -> Result<Summary, StatsError> {
         check(samples)?;
         let n = samples.len();
         let mut sorted = samples.to_vec();
@@ -118,7 +125,7 @@ impl Summary {
 
     /// Relative standard deviation in percent of |mean| (LKP's "± x%"); `None` without a
     /// stddev or with a zero mean.
-    pub(crate) fn stddev_pct(&self) -> Option<f64> {
+    pub fn stddev_pct(&self) -> Option<f64> {
         let sd = self.stddev?;
         (self.mean != 0.0).then(|| sd / self.mean.abs() * 100.0)
     }
@@ -206,14 +213,15 @@ impl Range {
         Range { low, high }
     }
 
-    pub(crate) fn is_any(&self) -> bool {
+    /// Whether it is [`Range::ANY`].
+    pub fn is_any(&self) -> bool {
         *self == Range::ANY
     }
 
     /// An interval of a change in percent of a base whose mean is `base_mean`, cut to the
     /// changes that keep that mean inside the range (a share of 6% cannot fall by more than
     /// 100%). For display only: decisions use the exact interval in the metric's unit.
-    pub(crate) fn clip_pct(&self, pct: Interval, base_mean: f64) -> Interval {
+    pub fn clip_pct(&self, pct: Interval, base_mean: f64) -> Interval {
         let scale = 100.0 / base_mean.abs();
         let (floor, ceiling) = (
             (self.low - base_mean) * scale,
@@ -249,8 +257,10 @@ mod bound {
 
 /// What a table row shows of a variant against the base.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Change {
+pub struct Change {
+    /// The base's samples, summarised.
     pub base: Summary,
+    /// The variant's samples, summarised.
     pub variant: Summary,
     /// variant mean - base mean, in the metric's unit.
     pub difference: f64,
@@ -266,20 +276,20 @@ pub(crate) struct Change {
     /// mean taken as exact: it is there to read the table; decisions use the shift in the
     /// metric's unit).
     pub pct_change_ci95: Option<Interval>,
-    /// min(Mann-Whitney, Kolmogorov-Smirnov), the p the decisions use.
+    /// The exact two-sided Mann-Whitney p (what Holm's adjustment of the secondary metrics
+    /// takes; a primary metric's verdict has its own, adjusted for looks and decisions).
     pub p_value: f64,
+    /// The same Mann-Whitney p, by name.
     pub mann_whitney_p: f64,
+    /// The exact two-sided Kolmogorov-Smirnov p, shown for the shape of a change (not a
+    /// decision: the smaller of two tests' p is not a p-value, it errs more often than it says).
     pub ks_p: f64,
 }
 
 impl Change {
     /// Compares `variant` against `base`, whose values lie in `range`. Errors when either side
     /// is empty or has a non-finite sample; one sample per side is allowed (p = 1, no interval).
-    pub(crate) fn between(
-        base: &[f64],
-        variant: &[f64],
-        range: Range,
-    ) -> Result<Change, StatsError> {
+    pub fn between(base: &[f64], variant: &[f64], range: Range) -> Result<Change, StatsError> {
         let base_summary = Summary::of(base).map_err(|e| StatsError::Base(Box::new(e)))?;
         let variant_summary = Summary::of(variant).map_err(|e| StatsError::Variant(Box::new(e)))?;
         let difference = variant_summary.mean - base_summary.mean;
@@ -304,7 +314,7 @@ impl Change {
             }),
             shift: rank::shift_estimate(base, variant).unwrap_or(0.0),
             shift_ci95,
-            p_value: mann_whitney_p.min(ks_p),
+            p_value: mann_whitney_p,
             mann_whitney_p,
             ks_p,
             base: base_summary,
@@ -315,7 +325,7 @@ impl Change {
 
     /// variant mean / base mean; `None` when the base mean is 0.
     #[cfg(test)]
-    pub(crate) fn ratio(&self) -> Option<f64> {
+    pub fn ratio(&self) -> Option<f64> {
         (self.base.mean != 0.0).then(|| self.variant.mean / self.base.mean)
     }
 }

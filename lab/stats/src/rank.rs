@@ -34,12 +34,42 @@ fn doubled_midranks(values: &[f64]) -> Vec<u64> {
 }
 
 /// C(n, k) as f64 (exact while it fits 53 bits).
-pub(crate) fn choose(n: usize, k: usize) -> f64 {
+pub fn choose(n: usize, k: usize) -> f64 {
     if k > n {
         return 0.0;
     }
     let k = k.min(n - k);
     (0..k).fold(1.0, |c, i| c * (n - i) as f64 / (i + 1) as f64)
+}
+
+/// [`subset_sum_counts`] remembered per thread: a comparison's looks and `lab bench`'s
+/// hundreds of thousands of simulated ones ask for the same few null distributions again and
+/// again (without ties they depend only on the sample sizes). Bounded: the memory is dropped
+/// when it holds too many.
+fn remembered_counts(weights: &[u64], k: usize) -> std::rc::Rc<Vec<f64>> {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::rc::Rc;
+    type Memory = HashMap<(Vec<u64>, usize), Rc<Vec<f64>>>;
+    thread_local! {
+        static MEMORY: RefCell<Memory> = RefCell::new(HashMap::new());
+    }
+    const MOST: usize = 4096;
+    let mut key = weights.to_vec();
+    key.sort_unstable();
+    let key = (key, k);
+    if let Some(hit) = MEMORY.with(|m| m.borrow().get(&key).cloned()) {
+        return hit;
+    }
+    let counts = Rc::new(subset_sum_counts(&key.0, k));
+    MEMORY.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= MOST {
+            m.clear();
+        }
+        m.insert(key, Rc::clone(&counts));
+    });
+    counts
 }
 
 /// How many `k`-subsets of `weights` have each total weight: `counts[s]` for total `s`.
@@ -72,7 +102,7 @@ fn subset_sum_counts(weights: &[u64], k: usize) -> Vec<f64> {
 /// all C(n, n_a) splits of the pooled samples whose rank sum for the first group lies at least
 /// as far from its expectation as the observed one. Ties get midranks and are counted exactly.
 /// 1.0 when either side is empty.
-pub(crate) fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
+pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
     if a.is_empty() || b.is_empty() {
         return 1.0;
     }
@@ -83,7 +113,7 @@ pub(crate) fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
     // Expected doubled rank sum: k * (n + 1).
     let expected = (k * (n + 1)) as i64;
     let deviation = (observed as i64 - expected).abs();
-    let counts = subset_sum_counts(&ranks, k);
+    let counts = remembered_counts(&ranks, k);
     let extreme: f64 = counts
         .iter()
         .enumerate()
@@ -97,7 +127,7 @@ pub(crate) fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
 /// between the two empirical distribution functions is at least the observed one. With ties
 /// the functions are compared only where the pooled values change, as the statistic is defined.
 /// 1.0 when either side is empty.
-pub(crate) fn kolmogorov_smirnov_p(a: &[f64], b: &[f64]) -> f64 {
+pub fn kolmogorov_smirnov_p(a: &[f64], b: &[f64]) -> f64 {
     if a.is_empty() || b.is_empty() {
         return 1.0;
     }
@@ -172,7 +202,7 @@ pub(crate) fn kolmogorov_smirnov_p(a: &[f64], b: &[f64]) -> f64 {
 
 /// The Hodges-Lehmann estimate of how far `b` lies above `a`: the median of all pairwise
 /// differences b_j - a_i. `None` when either side is empty.
-pub(crate) fn shift_estimate(a: &[f64], b: &[f64]) -> Option<f64> {
+pub fn shift_estimate(a: &[f64], b: &[f64]) -> Option<f64> {
     let d = pairwise_differences(a, b);
     if d.is_empty() {
         return None;
@@ -198,9 +228,12 @@ fn pairwise_differences(a: &[f64], b: &[f64]) -> Vec<f64> {
 /// A confidence interval of the shift from `a` to `b` and the confidence it really has (the
 /// rank statistic is discrete, so it is the smallest available level at or above the one asked).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct ShiftInterval {
+pub struct ShiftInterval {
+    /// The lower end.
     pub low: f64,
+    /// The upper end.
     pub high: f64,
+    /// The confidence it really has.
     pub confidence: f64,
 }
 
@@ -211,14 +244,14 @@ pub(crate) struct ShiftInterval {
 /// Mann-Whitney test at 1 - `confidence` does not reject, so its ends are always differences
 /// of real samples and stay inside what the metric can take. `None` when the samples are too
 /// few for that confidence (3 a side give at most 90%, 4 a side 97.1%).
-pub(crate) fn shift_interval(a: &[f64], b: &[f64], confidence: f64) -> Option<ShiftInterval> {
+pub fn shift_interval(a: &[f64], b: &[f64], confidence: f64) -> Option<ShiftInterval> {
     let (m, n) = (a.len(), b.len());
     if m == 0 || n == 0 || !(0.0..1.0).contains(&confidence) {
         return None;
     }
     // Null distribution of U without ties: rank sums of m-subsets of 1..=m+n, shifted.
     let ranks: Vec<u64> = (1..=(m + n) as u64).collect();
-    let counts = subset_sum_counts(&ranks, m);
+    let counts = remembered_counts(&ranks, m);
     let offset = m * (m + 1) / 2;
     let total = choose(m + n, m);
     let tail = (1.0 - confidence) / 2.0;
