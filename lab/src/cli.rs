@@ -471,9 +471,9 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    /// How often the bisect names the right changes: simulated bisects of four series (S1's
-    /// shape, two culprits, a sub-magnitude neighbour, an opposite change), the lab's own
-    /// search and step schedules.
+    /// How often the bisect names the right changes: simulated bisects of six series (S1's
+    /// shape, two culprits, a sub-magnitude neighbour, an opposite change, a point that does not
+    /// boot, a change that stops booting), the lab's own search and step schedules.
     Bisect {
         /// Simulated bisects per series.
         #[arg(long, default_value_t = lab::bench::bisect::RUNS)]

@@ -31,6 +31,10 @@ struct Series {
     changes: &'static [Effect],
     /// The changes that carry at least the magnitude toward bad: what must be found.
     must: &'static [usize],
+    /// Points whose kernels do not boot (a panic in an initcall): each such boot fails.
+    no_boot: &'static [usize],
+    /// What the bisect is told a boot failure means (`--boot-failure`).
+    on_boot_failure: OnBootFailure,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,7 +45,7 @@ enum Effect {
     S1,
 }
 
-const SERIES: [Series; 4] = [
+const SERIES: [Series; 6] = [
     Series {
         name: "S1-like, culprit 4 of 6",
         changes: &[
@@ -53,6 +57,8 @@ const SERIES: [Series; 4] = [
             Effect::None,
         ],
         must: &[4],
+        no_boot: &[],
+        on_boot_failure: OnBootFailure::Skip,
     },
     Series {
         name: "two culprits: +1.5m at 2, +1.0m at 4",
@@ -65,6 +71,8 @@ const SERIES: [Series; 4] = [
             Effect::None,
         ],
         must: &[2],
+        no_boot: &[],
+        on_boot_failure: OnBootFailure::Skip,
     },
     Series {
         name: "a sub-magnitude neighbour: +0.8m at 2, +1.7m at 4",
@@ -77,6 +85,8 @@ const SERIES: [Series; 4] = [
             Effect::None,
         ],
         must: &[4],
+        no_boot: &[],
+        on_boot_failure: OnBootFailure::Skip,
     },
     Series {
         name: "an opposite change: -1.5m at 2, +4m at 4",
@@ -89,6 +99,33 @@ const SERIES: [Series; 4] = [
             Effect::None,
         ],
         must: &[4],
+        no_boot: &[],
+        on_boot_failure: OnBootFailure::Skip,
+    },
+    // A point that does not boot, fixed by the next change: skipped (the default), and S1's
+    // culprit still found beside it.
+    Series {
+        name: "S1-like, point 2 does not boot (skipped)",
+        changes: &[
+            Effect::None,
+            Effect::None,
+            Effect::None,
+            Effect::S1,
+            Effect::None,
+            Effect::None,
+        ],
+        must: &[4],
+        no_boot: &[2],
+        on_boot_failure: OnBootFailure::Skip,
+    },
+    // A change that stops the kernel booting, with `--boot-failure bad`: the bisect of booting
+    // names it (a bad end that does not boot once had no answer).
+    Series {
+        name: "patch 3 panics at boot (--boot-failure bad)",
+        changes: &[Effect::None; 6],
+        must: &[3],
+        no_boot: &[3, 4, 5, 6],
+        on_boot_failure: OnBootFailure::Bad,
     },
 ];
 
@@ -113,15 +150,27 @@ impl Series {
         )
     }
 
-    /// The changes (points) that move the metric toward bad: a culprit anywhere else is wrong.
+    /// The changes (points) that move the metric toward bad, and with `--boot-failure bad` the
+    /// one that stops the kernel booting: a culprit anywhere else is wrong.
     fn toward_bad(&self) -> Vec<usize> {
+        let stops_booting = (self.on_boot_failure == OnBootFailure::Bad)
+            .then(|| self.first_no_boot())
+            .flatten();
         (1..=self.n())
-            .filter(|&k| match self.changes[k - 1] {
-                Effect::S1 => true,
-                Effect::Magnitudes(m) => m > 0.0,
-                Effect::None => false,
+            .filter(|&k| {
+                Some(k) == stops_booting
+                    || match self.changes[k - 1] {
+                        Effect::S1 => true,
+                        Effect::Magnitudes(m) => m > 0.0,
+                        Effect::None => false,
+                    }
             })
             .collect()
+    }
+
+    /// The first point that does not boot.
+    fn first_no_boot(&self) -> Option<usize> {
+        self.no_boot.iter().copied().min()
     }
 
     /// The true share of the change point `k` carries, in percent.
@@ -203,6 +252,14 @@ impl Steps for Simulated<'_> {
             step.failed = Some(p);
             step.unbuilt = true;
             step.note = "does not build (simulated)".into();
+            return Ok(step);
+        }
+        // As a real step: the points boot in turn until one fails; that ends the step.
+        if let Some(i) = order.iter().position(|p| self.series.no_boot.contains(p)) {
+            step.failed = Some(order[i]);
+            step.note = "does not boot (simulated)".into();
+            step.boots = i + 1;
+            self.boots += step.boots;
             return Ok(step);
         }
         let names: Vec<String> = order.iter().map(|p| format!("p{p}")).collect();
@@ -332,7 +389,7 @@ fn tally(series: &Series, runs: usize, seed: u64, stream: u64) -> Result<Tally> 
         let limits = Limits {
             n: series.n(),
             cap: 10,
-            on_boot_failure: OnBootFailure::Skip,
+            on_boot_failure: series.on_boot_failure,
         };
         let answer = futures::executor::block_on(search::search(&mut sim, &limits))?;
         t.runs += 1;
@@ -350,10 +407,11 @@ fn tally(series: &Series, runs: usize, seed: u64, stream: u64) -> Result<Tally> 
         t.found += usize::from(series.must.iter().all(|k| named.contains(k)));
         t.all_named += usize::from(toward.iter().all(|k| named.contains(k)));
         for c in &found.culprits {
+            // A change that stops booting has no share of a metric's change.
+            let truth = series.share(c.point, &sim.host);
             if let Some(interval) = c.share.and_then(|s| s.interval) {
-                if toward.contains(&c.point) {
+                if toward.contains(&c.point) && truth.is_finite() {
                     t.shares_checked += 1;
-                    let truth = series.share(c.point, &sim.host);
                     t.shares_covered += usize::from(interval.contains(truth));
                 }
             }
@@ -460,9 +518,37 @@ mod tests {
         assert_eq!(two.toward_bad(), vec![2, 4]);
         let opposite = &SERIES[3];
         assert_eq!(opposite.toward_bad(), vec![4]);
+        assert_eq!(SERIES[4].toward_bad(), vec![4]);
+        assert_eq!(SERIES[5].toward_bad(), vec![3]);
         let mut rng = shapes::rng(1, 1);
         let host = SeriesHost::new(two, &mut rng);
         assert!((two.share(2, &host) - 60.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_change_that_stops_booting_is_named_and_a_point_that_does_not_boot_is_stepped_around() {
+        for (series, named) in [(&SERIES[5], vec![3]), (&SERIES[4], vec![4])] {
+            let mut rng = shapes::rng(3, 11);
+            let host = SeriesHost::new(series, &mut rng);
+            let mut sim = Simulated {
+                series,
+                host,
+                rng: &mut rng,
+                boots: 0,
+                broken: Vec::new(),
+            };
+            let limits = Limits {
+                n: series.n(),
+                cap: 10,
+                on_boot_failure: series.on_boot_failure,
+            };
+            let answer = futures::executor::block_on(search::search(&mut sim, &limits)).unwrap();
+            let Answer::Found(found) = answer else {
+                panic!("{}: {answer:?}", series.name);
+            };
+            let points: Vec<usize> = found.culprits.iter().map(|c| c.point).collect();
+            assert_eq!(points, named, "{}: {found:?}", series.name);
+        }
     }
 
     #[test]
@@ -596,6 +682,8 @@ mod resume_tests {
             name: "culprit 3 of 3",
             changes: &[Effect::None, Effect::None, Effect::S1],
             must: &[3],
+            no_boot: &[],
+            on_boot_failure: OnBootFailure::Skip,
         };
         let mut rng = shapes::rng(1, 9);
         let host = SeriesHost::new(&SERIES_3, &mut rng);
