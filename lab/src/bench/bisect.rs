@@ -373,27 +373,34 @@ pub fn bisects(runs: usize, seed: u64) -> Result<BisectBench> {
     })
 }
 
+/// One simulated bisect of `series` as `lab bisect` runs it (a probe's cap of 10 boots a side):
+/// its answer, its boots and the run's host.
+fn bisect_once(series: &Series, rng: &mut shapes::Rng) -> Result<(Answer, usize, SeriesHost)> {
+    let host = SeriesHost::new(series, rng);
+    let mut sim = Simulated {
+        series,
+        host,
+        rng,
+        boots: 0,
+        broken: Vec::new(),
+    };
+    let limits = Limits {
+        n: series.n(),
+        cap: 10,
+        on_boot_failure: series.on_boot_failure,
+    };
+    let answer = futures::executor::block_on(search::search(&mut sim, &limits))?;
+    Ok((answer, sim.boots, sim.host))
+}
+
 fn tally(series: &Series, runs: usize, seed: u64, stream: u64) -> Result<Tally> {
     let mut rng = shapes::rng(seed, 1000 + stream);
     let toward = series.toward_bad();
     let mut t = Tally::default();
     for _ in 0..runs {
-        let host = SeriesHost::new(series, &mut rng);
-        let mut sim = Simulated {
-            series,
-            host,
-            rng: &mut rng,
-            boots: 0,
-            broken: Vec::new(),
-        };
-        let limits = Limits {
-            n: series.n(),
-            cap: 10,
-            on_boot_failure: series.on_boot_failure,
-        };
-        let answer = futures::executor::block_on(search::search(&mut sim, &limits))?;
+        let (answer, boots, host) = bisect_once(series, &mut rng)?;
         t.runs += 1;
-        t.boots += sim.boots;
+        t.boots += boots;
         let Answer::Found(found) = answer else {
             t.no_answer += 1;
             continue;
@@ -408,7 +415,7 @@ fn tally(series: &Series, runs: usize, seed: u64, stream: u64) -> Result<Tally> 
         t.all_named += usize::from(toward.iter().all(|k| named.contains(k)));
         for c in &found.culprits {
             // A change that stops booting has no share of a metric's change.
-            let truth = series.share(c.point, &sim.host);
+            let truth = series.share(c.point, &host);
             if let Some(interval) = c.share.and_then(|s| s.interval) {
                 if toward.contains(&c.point) && truth.is_finite() {
                     t.shares_checked += 1;
@@ -529,20 +536,7 @@ mod tests {
     fn a_change_that_stops_booting_is_named_and_a_point_that_does_not_boot_is_stepped_around() {
         for (series, named) in [(&SERIES[5], vec![3]), (&SERIES[4], vec![4])] {
             let mut rng = shapes::rng(3, 11);
-            let host = SeriesHost::new(series, &mut rng);
-            let mut sim = Simulated {
-                series,
-                host,
-                rng: &mut rng,
-                boots: 0,
-                broken: Vec::new(),
-            };
-            let limits = Limits {
-                n: series.n(),
-                cap: 10,
-                on_boot_failure: series.on_boot_failure,
-            };
-            let answer = futures::executor::block_on(search::search(&mut sim, &limits)).unwrap();
+            let (answer, _, _) = bisect_once(series, &mut rng).unwrap();
             let Answer::Found(found) = answer else {
                 panic!("{}: {answer:?}", series.name);
             };
