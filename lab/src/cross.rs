@@ -446,7 +446,8 @@ fn build_programs(toolchain: &CrossToolchain, target_dir: &Path, dest: &Path) ->
     let target = arch.rust_target();
     let env_target = target.to_uppercase().replace('-', "_");
     let mut cmd = Command::new(&cargo);
-    cmd.arg("build")
+    crate::process::without_cargo_run_env(&mut cmd)
+        .arg("build")
         .args(["--release", "--locked", "-p", "lab-agent"])
         .args(
             crate::agent::LAB_PROGRAMS

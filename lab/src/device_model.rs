@@ -19,7 +19,8 @@ pub fn build() -> Result<()> {
         return Ok(());
     };
     let mut cmd = std::process::Command::new(cargo);
-    cmd.args(["build", "-q", "-p", "lab-dma", "--bin", "lab-dma"])
+    lab::process::without_cargo_run_env(&mut cmd)
+        .args(["build", "-q", "-p", "lab-dma", "--bin", "lab-dma"])
         .current_dir(lab::repo_path(""));
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");

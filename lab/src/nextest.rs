@@ -169,6 +169,7 @@ pub(crate) fn run(cargo: &OsString, root: &Path, args: &[String]) -> Result<Suit
     cmd.current_dir(root)
         .args(["nextest", "run", "--workspace"])
         .args(args);
+    crate::process::without_cargo_run_env(&mut cmd);
     // SAFETY: only async-signal-safe calls (signal, prctl, getppid, kill, getpid) between fork
     // and exec.
     unsafe {

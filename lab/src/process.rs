@@ -22,6 +22,7 @@
 /// `sched_setaffinity`.
 pub(crate) const MAX_HOST_CPUS: usize = 1024;
 
+use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Output};
 use std::time::Duration;
@@ -330,9 +331,72 @@ impl Drop for AsyncGroupChild {
     }
 }
 
+/// The variables `cargo run` sets for the program it starts (`CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_*`, the lab's build-script `OUT_DIR`, ...), found among `names`. Left in the
+/// environment of the cargo that `lab test` starts, they change how some dependencies' build
+/// scripts are fingerprinted (ring's: "EnvVarChanged OUT_DIR", "CARGO_MANIFEST_DIR"), so every
+/// `lab test` after a plain `cargo build` rebuilt ring, rustls, reqwest, oci-client and the lab
+/// (about a minute on two cores), and every plain build after it the same again; a cold run
+/// built them twice. `CARGO` itself stays: it names the cargo to run.
+fn cargo_run_vars(names: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    const EXACT: &[&str] = &[
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "OUT_DIR",
+    ];
+    names
+        .filter(|n| {
+            n.to_str()
+                .is_some_and(|n| EXACT.contains(&n) || n.starts_with("CARGO_PKG_"))
+        })
+        .collect()
+}
+
+/// `cmd` (a cargo the lab starts) without the variables `cargo run` set for the lab
+/// ([`cargo_run_vars`]), so its builds are the ones a plain `cargo build` makes.
+pub fn without_cargo_run_env(cmd: &mut Command) -> &mut Command {
+    for name in cargo_run_vars(std::env::vars_os().map(|(k, _)| k)) {
+        cmd.env_remove(name);
+    }
+    cmd
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_variables_cargo_run_sets_for_the_lab_do_not_reach_its_cargo() {
+        let names = [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_MANIFEST_DIR",
+            "CARGO_PKG_VERSION",
+            "CARGO_PKG_NAME",
+            "CARGO_CRATE_NAME",
+            "CARGO_PRIMARY_PACKAGE",
+            "OUT_DIR",
+            "PATH",
+        ]
+        .map(OsString::from);
+        let dropped = cargo_run_vars(names.into_iter());
+        assert_eq!(
+            dropped,
+            [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_PKG_VERSION",
+                "CARGO_PKG_NAME",
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "OUT_DIR"
+            ]
+            .map(OsString::from)
+        );
+    }
     use std::time::Instant;
 
     fn alive(pid: u32) -> bool {
