@@ -212,7 +212,12 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
         } => print!("{}", push_entries(&Cache::from_env()?, entry.as_deref())?),
         Cmd::Test { quick, args } => {
             let args = if quick {
-                lab::nextest::quick_args(&args)?
+                let mut quick_args = lab::nextest::quick_args(&args)?;
+                // Only what the tier runs is built (cargo's options before nextest's).
+                if let Some(selection) = lab::nextest::quick_build_selection(&args) {
+                    quick_args.splice(2..2, selection);
+                }
+                quick_args
             } else {
                 args
             };

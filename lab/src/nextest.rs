@@ -260,6 +260,92 @@ pub fn quick_args(args: &[String]) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// The cargo options that choose packages or targets: with one of them in a `lab test --quick`
+/// the caller chose what to build.
+const TARGET_OPTIONS: &[&str] = &[
+    "-p",
+    "--package",
+    "--exclude",
+    "--lib",
+    "--bin",
+    "--bins",
+    "--test",
+    "--tests",
+    "--example",
+    "--examples",
+    "--bench",
+    "--benches",
+    "--all-targets",
+];
+
+/// What the quick tier builds, as cargo options: every library and binary, every test target of
+/// the packages other than the workspace root's (unit and device tests), and of the root's
+/// scenario tests only the binaries the `quick` profile's filter names (`binary(NAME)`).
+/// Without it nextest builds every test binary, the dozen scenario ones the tier never runs
+/// included. `None` when the filter names binaries otherwise (a regex) or nothing: then
+/// everything is built, as before.
+fn quick_targets(metadata: &serde_json::Value, filter: &str) -> Option<Vec<String>> {
+    if filter.contains("binary(/") || filter.contains("binary_id(") {
+        return None;
+    }
+    let named: Vec<&str> = filter
+        .split("binary(")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .collect();
+    if named.is_empty() {
+        return None;
+    }
+    let root = metadata["workspace_root"].as_str()?;
+    let root_manifest = Path::new(root).join("Cargo.toml");
+    let mut out = vec!["--lib".to_string(), "--bins".to_string()];
+    for package in metadata["packages"].as_array()? {
+        let is_root = package["manifest_path"].as_str().map(Path::new) == Some(&root_manifest);
+        for target in package["targets"].as_array()? {
+            let is_test = target["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "test"));
+            let name = target["name"].as_str()?;
+            if is_test && (!is_root || named.contains(&name)) {
+                out.extend(["--test".to_string(), name.to_string()]);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The quick tier's build selection for this checkout ([`quick_targets`]), unless `args` choose
+/// packages or targets themselves; `None` (build everything) where cargo metadata or the
+/// profile cannot be read.
+pub fn quick_build_selection(args: &[String]) -> Option<Vec<String>> {
+    let chosen = args.iter().take_while(|a| *a != "--").any(|a| {
+        TARGET_OPTIONS
+            .iter()
+            .any(|o| a == o || a.starts_with(&format!("{o}=")))
+    });
+    if chosen {
+        return None;
+    }
+    let config: toml::Table =
+        toml::from_str(&std::fs::read_to_string(crate::repo_path(CONFIG)).ok()?).ok()?;
+    let filter = config
+        .get("profile")?
+        .get(QUICK_PROFILE)?
+        .get("default-filter")?
+        .as_str()?
+        .to_string();
+    let out = Command::new(cargo())
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(crate::repo_path(""))
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    quick_targets(&serde_json::from_slice(&out.stdout).ok()?, &filter)
+}
+
 /// Ignores SIGINT in this process until dropped (then restores what was there).
 struct IgnoreCtrlC {
     previous: libc::sighandler_t,
@@ -285,6 +371,53 @@ impl Drop for IgnoreCtrlC {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_quick_tier_builds_every_other_packages_tests_and_only_its_own_scenario_binaries() {
+        let metadata = serde_json::json!({
+            "workspace_root": "/w",
+            "packages": [
+                {"manifest_path": "/w/Cargo.toml", "targets": [
+                    {"name": "lab_scenarios", "kind": ["lib"]},
+                    {"name": "vm", "kind": ["test"]},
+                    {"name": "bisect", "kind": ["test"]},
+                    {"name": "kernels", "kind": ["test"]},
+                ]},
+                {"manifest_path": "/w/lab/Cargo.toml", "targets": [
+                    {"name": "lab", "kind": ["lib"]},
+                    {"name": "lab", "kind": ["bin"]},
+                    {"name": "layers", "kind": ["test"]},
+                ]},
+            ]
+        });
+        let filter = "not package(lab-scenarios) | binary(vm) | binary(kernels) \
+                      and not (binary(kernels) & test(=x))";
+        let args = quick_targets(&metadata, filter).unwrap();
+        assert_eq!(
+            args.join(" "),
+            "--lib --bins --test vm --test kernels --test layers"
+        );
+        // A filter that names binaries by regex, or none: everything is built.
+        assert_eq!(quick_targets(&metadata, "binary(/v.*/)"), None);
+        assert_eq!(quick_targets(&metadata, "all()"), None);
+    }
+
+    #[test]
+    fn the_repositorys_quick_profile_gives_a_build_selection_unless_the_caller_chose() {
+        let selection = quick_build_selection(&[]).expect("the quick profile names its binaries");
+        for binary in ["vm", "topology", "kernels", "layers", "hostile"] {
+            assert!(
+                selection
+                    .windows(2)
+                    .any(|w| w[0] == "--test" && w[1] == binary),
+                "{binary}: {selection:?}"
+            );
+        }
+        assert!(!selection.iter().any(|a| a == "bisect" || a == "dma_wakeup"));
+        let own = ["-p".to_string(), "lab".to_string()];
+        assert_eq!(quick_build_selection(&own), None);
+        assert_eq!(quick_build_selection(&["--test=vm".to_string()]), None);
+    }
 
     #[test]
     fn quick_runs_the_quick_profile_and_refuses_another() {
