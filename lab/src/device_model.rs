@@ -20,7 +20,13 @@ pub fn build() -> Result<()> {
     };
     let mut cmd = std::process::Command::new(cargo);
     lab::process::without_cargo_run_env(&mut cmd)
-        .args(["build", "-q", "-p", "lab-dma", "--bin", "lab-dma"])
+        // With `-p lab` too, though only lab-dma's binary is built: cargo resolves the shared
+        // dependencies' features over the selected packages, and over these two they come out
+        // as for `cargo build -p lab` and the tests' build. Alone, lab-dma resolves serde, clap,
+        // tracing and others with fewer features, so a cold `lab test` compiled them twice.
+        .args([
+            "build", "-q", "-p", "lab", "-p", "lab-dma", "--bin", "lab-dma",
+        ])
         .current_dir(lab::repo_path(""));
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
