@@ -1,4 +1,3 @@
-
 use super::mirror::{mirror_from_sources, mirror_from_texts};
 use super::*;
 
