@@ -22,6 +22,10 @@ use oci_client::{Client, Reference, RegistryOperation};
 
 use super::artifact::{self, EntryConfig, FileRecord, LayerInfo, Packed};
 
+mod names;
+use names::parse_url;
+pub(crate) use names::{entry_name, tag_of};
+
 /// The variable naming the remote: `oci://HOST[:PORT]/REPO`.
 pub(crate) const REMOTE_ENV: &str = "LAB_CACHE_REMOTE";
 /// Registry user and password (both, or neither: anonymous).
@@ -678,59 +682,6 @@ fn not_found(e: &OciDistributionError) -> bool {
     }
 }
 
-/// `kernels/f73c8d6731`: how messages name an entry.
-pub(crate) fn entry_name(kind: &str, key: &str) -> String {
-    format!("{kind}/{}", &key[..key.len().min(10)])
-}
-
-/// The tag of an entry: `<kind>-<key>`, checked against the distribution spec's tag grammar
-/// (`[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`).
-pub(crate) fn tag_of(kind: &str, key: &str) -> Result<String> {
-    let tag = format!("{kind}-{key}");
-    let ok_first = tag
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
-    let ok_rest = tag
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if !ok_first || !ok_rest || tag.len() > 128 {
-        bail!("cache entry {kind}/{key} cannot be a registry tag ({tag:?}: at most 128 of A-Z a-z 0-9 . _ -)");
-    }
-    Ok(tag)
-}
-
-/// `oci://HOST[:PORT]/REPO` into (`HOST[:PORT]`, `REPO`).
-fn parse_url(url: &str) -> Result<(String, String)> {
-    let rest = url
-        .strip_prefix("oci://")
-        .with_context(|| format!("{url:?} is not oci://HOST[:PORT]/REPO"))?;
-    let (registry, repository) = rest
-        .split_once('/')
-        .with_context(|| format!("{url:?} names no repository (oci://HOST[:PORT]/REPO)"))?;
-    if registry.is_empty() {
-        bail!("{url:?} names no host (oci://HOST[:PORT]/REPO)");
-    }
-    if let Some((_, port)) = registry.rsplit_once(':') {
-        if !registry.ends_with(']') && port.parse::<u16>().is_err() {
-            bail!("{url:?}: port {port:?} is not a number");
-        }
-    }
-    // The distribution spec's repository grammar: lowercase components joined by `/`.
-    let component_ok = |c: &str| {
-        !c.is_empty()
-            && c.chars()
-                .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || "._-".contains(ch))
-            && c.chars()
-                .next()
-                .is_some_and(|ch| ch.is_ascii_alphanumeric())
-    };
-    if !repository.split('/').all(component_ok) {
-        bail!("{url:?}: repository {repository:?} must be lowercase letters, digits, . _ - and /");
-    }
-    Ok((registry.to_string(), repository.to_string()))
-}
-
 fn layer_info(name: &str, packed: &Packed, optional: bool, list: Option<String>) -> LayerInfo {
     LayerInfo {
         name: name.into(),
@@ -816,58 +767,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_tags_and_credentials() {
-        let r = Remote::new("oci://127.0.0.1:5000/lab/cache", None, None, Vec::new()).unwrap();
-        assert_eq!(
-            (r.registry.as_str(), r.repository.as_str()),
-            ("127.0.0.1:5000", "lab/cache")
-        );
-        for bad in [
-            "http://127.0.0.1/lab",
-            "oci://127.0.0.1:5000",
-            "oci:///lab",
-            "oci://host:port/lab",
-            "oci://host/Lab",
-        ] {
-            assert!(
-                Remote::new(bad, None, None, Vec::new()).is_err(),
-                "{bad} accepted"
-            );
-        }
-        let err = Remote::new("oci://h/lab", Some("u".into()), None, Vec::new()).unwrap_err();
-        assert!(err.to_string().contains(PASSWORD_ENV), "{err}");
-        assert_eq!(tag_of("kernels", "0a12").unwrap(), "kernels-0a12");
-        assert!(tag_of("guest-programs", &"f".repeat(64)).is_ok());
-        assert!(tag_of("kernels", &"f".repeat(130)).is_err());
-        assert!(tag_of("a/b", "k").is_err());
-    }
-
-    /// A port nobody listens on: an error naming the remote within the connect timeout, and
-    /// the remote is not asked again by this process.
-    #[test]
-    fn a_remote_that_is_down_is_named_and_remembered() {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let url = format!("oci://127.0.0.1:{port}/lab");
-        let r = Remote::new(&url, None, None, Vec::new()).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let started = std::time::Instant::now();
-        let err = match r.pull("images", "abc", dir.path(), dir.path()) {
-            Err(Failure::Unusable(e)) => e.to_string(),
-            other => panic!("{other:?}"),
-        };
-        assert!(started.elapsed() < CONNECT_TIMEOUT + Duration::from_secs(5));
-        assert!(err.contains(&url) && err.contains("unreachable"), "{err}");
-        assert!(r.unusable().is_some());
-        assert!(matches!(
-            r.pull("images", "other", dir.path(), dir.path()),
-            Err(Failure::Unusable(_))
-        ));
-    }
-}
+mod tests;
