@@ -209,10 +209,20 @@ impl Scenario for DelayDequeue {
         let nvme = boot.devices.first().context("no NVMe controller")?;
         // Vector 0 is the admin queue's; the others complete the I/O queues.
         let io_irqs: Vec<u32> = nvme.vectors.iter().skip(1).map(|v| v.irq).collect();
+        // Where the measure step's time goes, in the details: fio's runtime is a part of it.
+        let mut steps = BTreeMap::new();
+        let mut lap = {
+            let mut last = std::time::Instant::now();
+            move |steps: &mut BTreeMap<&'static str, f64>, name: &'static str| {
+                steps.insert(name, last.elapsed().as_secs_f64());
+                last = std::time::Instant::now();
+            }
+        };
         let setup = vm
             .sh(&params.stack.setup_script("/dev/nvme0n1"))
             .await
             .context("building the storage stack")?;
+        lap(&mut steps, "storage_stack");
         let target = StorageStack::parse_target(&setup)?;
         let fio = params.fio_for(boot.topology);
         let trace = WakeupTrace {
@@ -220,12 +230,16 @@ impl Scenario for DelayDequeue {
             ..WakeupTrace::of(&[FIO, "kworker"])
         };
         trace.start(vm).await?;
+        lap(&mut steps, "trace_start");
         let before = Interrupts::read(vm).await?;
         let run = vm.exec(&fio.command(&target)).await?;
         let after = Interrupts::read(vm).await?;
+        lap(&mut steps, "fio");
         let (raw, wakeups) = trace.stop(vm).await?;
+        lap(&mut steps, "trace_read");
         let trace_file = boot.keep("wakeups.trace", &raw).await?;
         boot.keep("fio.json", &run.stdout).await?;
+        lap(&mut steps, "keep");
         run.require_success("fio", &vm.name)?;
         let result =
             FioResult::parse(&run.stdout_str()).with_context(|| format!("fio in {}", vm.name))?;
@@ -239,6 +253,7 @@ impl Scenario for DelayDequeue {
         );
         let hard_irq_pids: BTreeSet<u32> = wakeups.hard_irq_wakees.keys().copied().collect();
         let allowed = allowed_cpus(vm, &hard_irq_pids).await?;
+        lap(&mut steps, "allowed_cpus");
         let metrics = metrics(&wakeups, &allowed, &irq_per_cpu, &result)?;
         let masks: Vec<String> = nvme
             .vectors
@@ -254,6 +269,7 @@ impl Scenario for DelayDequeue {
                 "wakeups": wakeups,
                 "hard_irq_wakee_cpus": allowed,
                 "trace": trace_file,
+                "step_seconds": steps,
             }),
         })
     }
