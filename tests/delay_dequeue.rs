@@ -65,7 +65,12 @@ async fn completions_wake_per_cpu_workers_whatever_the_mask_shape() {
     // points, SAME at 4 boots per column (7 when one boot dipped to 86.5%). Under the verdict
     // rules of 2026-12-04 SAME takes 9 boots a side: three runs, 97.5-99.5% in every column,
     // SAME at 9 per column each time, shifts -0.93 to +0.11 points, both intervals (shift and
-    // means) within -1.39..+0.31 points against the bound of 10.
+    // means) within -1.39..+0.31 points against the bound of 10. After the storage stack
+    // stopped waiting 4.1 s a boot for mke2fs's UUIDs (lab/src/storage.rs; 2026-12-05, 2-core
+    // Xeon, the binary alone, five runs): 205-226 s a run instead of 325 s, 36 boots each,
+    // every column SAME at 9 (shifts -0.37 to +0.03 points, both intervals within -0.56..+0.25);
+    // per boot 8 CPUs completing with one-CPU masks (busiest 13.3-18.7%), 3 with 3 queues
+    // (33.8-57.4%), one-CPU wakees 98.8-99.8%.
     let ab = outcome.comparison();
     for column in &ab.variants()[1..] {
         ab.assert_same("hardirq_wakees_single_cpu", column).unwrap();
