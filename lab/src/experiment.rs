@@ -43,7 +43,8 @@ mod metric;
 mod overrides;
 
 pub(crate) use boots::BootFailure;
-use boots::{names, Boots, Phases};
+pub(crate) use boots::Phases;
+use boots::{names, Boots};
 pub use metric::MetricDef;
 pub(crate) use overrides::apply_overrides;
 

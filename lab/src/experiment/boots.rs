@@ -13,14 +13,15 @@ use crate::report::{RejectedBoot, RunRecord};
 use crate::topology::Topology;
 use crate::Lab;
 
-/// Seconds spent in each step of one boot, in order (`boot` includes waiting for a CPU slot,
-/// starting QEMU and applying the variant's settings; the guest's own boot is `boot_seconds`).
+/// Seconds spent in each step, in order: of one boot (`boot` includes waiting for a CPU slot,
+/// starting QEMU and applying the variant's settings; the guest's own boot is `boot_seconds`),
+/// or of a scenario's measuring.
 #[derive(Default)]
-pub(super) struct Phases(pub(super) Vec<(&'static str, f64)>);
+pub(crate) struct Phases(pub(crate) Vec<(&'static str, f64)>);
 
 impl Phases {
     /// Records `name` as the time since the previous lap (or since `started`).
-    pub(super) fn lap(&mut self, name: &'static str, started: &Instant) {
+    pub(crate) fn lap(&mut self, name: &'static str, started: &Instant) {
         let so_far: f64 = self.0.iter().map(|(_, s)| s).sum();
         let now = started.elapsed().as_secs_f64();
         self.0.push((name, now - so_far));

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::devices::DeviceSpec;
-use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
+use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Phases, Scenario};
 use crate::observe::{allowed_cpus, per_cpu_map, Interrupts, WakeupTrace, Wakeups, HARD_IRQ};
 use crate::report::{Direction, Picture};
 pub use crate::storage::StorageStack;
@@ -210,19 +210,13 @@ impl Scenario for DelayDequeue {
         // Vector 0 is the admin queue's; the others complete the I/O queues.
         let io_irqs: Vec<u32> = nvme.vectors.iter().skip(1).map(|v| v.irq).collect();
         // Where the measure step's time goes, in the details: fio's runtime is a part of it.
-        let mut steps = BTreeMap::new();
-        let mut lap = {
-            let mut last = std::time::Instant::now();
-            move |steps: &mut BTreeMap<&'static str, f64>, name: &'static str| {
-                steps.insert(name, last.elapsed().as_secs_f64());
-                last = std::time::Instant::now();
-            }
-        };
+        let mut steps = Phases::default();
+        let started = std::time::Instant::now();
         let setup = vm
             .sh(&params.stack.setup_script("/dev/nvme0n1"))
             .await
             .context("building the storage stack")?;
-        lap(&mut steps, "storage_stack");
+        steps.lap("storage_stack", &started);
         let target = StorageStack::parse_target(&setup)?;
         let fio = params.fio_for(boot.topology);
         let trace = WakeupTrace {
@@ -230,16 +224,16 @@ impl Scenario for DelayDequeue {
             ..WakeupTrace::of(&[FIO, "kworker"])
         };
         trace.start(vm).await?;
-        lap(&mut steps, "trace_start");
+        steps.lap("trace_start", &started);
         let before = Interrupts::read(vm).await?;
         let run = vm.exec(&fio.command(&target)).await?;
         let after = Interrupts::read(vm).await?;
-        lap(&mut steps, "fio");
+        steps.lap("fio", &started);
         let (raw, wakeups) = trace.stop(vm).await?;
-        lap(&mut steps, "trace_read");
+        steps.lap("trace_read", &started);
         let trace_file = boot.keep("wakeups.trace", &raw).await?;
         boot.keep("fio.json", &run.stdout).await?;
-        lap(&mut steps, "keep");
+        steps.lap("keep", &started);
         run.require_success("fio", &vm.name)?;
         let result =
             FioResult::parse(&run.stdout_str()).with_context(|| format!("fio in {}", vm.name))?;
@@ -253,7 +247,7 @@ impl Scenario for DelayDequeue {
         );
         let hard_irq_pids: BTreeSet<u32> = wakeups.hard_irq_wakees.keys().copied().collect();
         let allowed = allowed_cpus(vm, &hard_irq_pids).await?;
-        lap(&mut steps, "allowed_cpus");
+        steps.lap("allowed_cpus", &started);
         let metrics = metrics(&wakeups, &allowed, &irq_per_cpu, &result)?;
         let masks: Vec<String> = nvme
             .vectors
@@ -269,7 +263,7 @@ impl Scenario for DelayDequeue {
                 "wakeups": wakeups,
                 "hard_irq_wakee_cpus": allowed,
                 "trace": trace_file,
-                "step_seconds": steps,
+                "step_seconds": steps.0,
             }),
         })
     }
