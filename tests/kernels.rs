@@ -180,6 +180,60 @@ async fn the_arm64_default_kernel_has_and_serves_what_the_lab_reads() {
     default_kernel_serves_the_lab("ci-arm64-2node").await;
 }
 
+/// Under TCG on an x86 host an x86 guest's delay loop gets the host's TSC rate as `lpj=`
+/// (lab/src/vm/delay.rs) instead of being calibrated again on every CPU: the kernel must take
+/// it (its "preset value" line), every CPU must have it, and it must be the guest's own TSC
+/// cycles per jiffy (its detected TSC rate over `CONFIG_HZ`, within 0.5%). Elsewhere the guest
+/// calibrates for itself and no `lpj=` is given.
+async fn assert_delay_loop(lab: &lab::Lab, vm: &lab::vm::Vm, config: &str) {
+    let accel = lab.accelerator_for(lab::arch::Arch::X86_64);
+    let host_constant_tsc = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "constant_tsc"));
+    let preset = lab::arch::Arch::host() == lab::arch::Arch::X86_64
+        && ["tcg-single", "tcg-multi"].contains(&accel)
+        && host_constant_tsc;
+    let out = vm
+        .sh("cat /proc/cmdline\n\
+             dmesg | grep -E 'Calibrating delay loop|tsc: Detected'\n\
+             echo distinct_bogomips $(grep bogomips /proc/cpuinfo | sort -u | wc -l)\n")
+        .await
+        .unwrap();
+    let lpj: Option<u64> = out
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("lpj="))
+        .map(|v| v.parse().unwrap());
+    if !preset {
+        assert_eq!(lpj, None, "{accel}: the guest calibrates for itself\n{out}");
+        return;
+    }
+    let lpj = lpj.unwrap_or_else(|| panic!("{accel} on an x86 host: no lpj= given\n{out}"));
+    assert!(out.contains("(skipped) preset value"), "{out}");
+    assert!(out.contains("distinct_bogomips 1\n"), "{out}");
+    let hz: f64 = config
+        .lines()
+        .find_map(|l| l.strip_prefix("CONFIG_HZ="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mhz: f64 = out
+        .lines()
+        .find_map(|l| l.split("tsc: Detected ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no detected TSC rate\n{out}"))
+        .parse()
+        .unwrap();
+    let given = lpj as f64 * hz / 1e6;
+    assert!(
+        (given / mhz - 1.0).abs() < 0.005,
+        "lpj={lpj} at HZ={hz} is {given:.3} MHz, the guest's TSC {mhz} MHz\n{out}"
+    );
+}
+
 async fn default_kernel_serves_the_lab(topology: &str) {
     let lab = common::lab().await;
     let vm = lab
@@ -243,6 +297,7 @@ async fn default_kernel_serves_the_lab(topology: &str) {
     // lab-minimal-arm64 has no PL031 RTC driver, so an arm64 guest's clock starts at 1970.
     if x86 {
         assert!(fact("year")[0].parse::<u32>().unwrap() >= 2024, "{facts}");
+        assert_delay_loop(&lab, &vm, &config).await;
     }
 
     // The events lab::observe records, all at once: every task, and the agent's virtio-serial

@@ -164,8 +164,7 @@ pub(crate) fn hand_written_cmdline(lab_cmdline: &[String]) -> String {
 }
 
 fn hand_written_command(lab: &Lab, spec: &crate::vm::VmSpec) -> Result<std::process::Command> {
-    let mut cmdline = crate::vm::base_cmdline(spec.topology.arch());
-    cmdline.extend(spec.cmdline.iter().cloned());
+    let cmdline = crate::vm::spec_cmdline(spec);
     hand_written_qemu(lab, spec, &hand_written_cmdline(&cmdline))
 }
 

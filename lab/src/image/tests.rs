@@ -94,6 +94,7 @@ fn image_key_covers_programs_and_their_packages() {
         image: PathBuf::from("/nonexistent"),
         modules: None,
         identity: "recipe v6.12 key k".into(),
+        hz: Some(1000),
     };
     let bundle = |name: &str, version: &str| debian::ResolvedBundle {
         name: name.into(),

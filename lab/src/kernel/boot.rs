@@ -34,6 +34,9 @@ pub struct BootKernel {
     pub(crate) modules: Option<PathBuf>,
     /// Identity for manifests (package + version + sha256, or recipe and cache key).
     pub(crate) identity: String,
+    /// The kernel's timer frequency (`CONFIG_HZ`), from its config; `None` when unknown.
+    #[serde(default)]
+    pub(crate) hz: Option<u32>,
 }
 
 impl BootKernel {
@@ -49,6 +52,7 @@ impl BootKernel {
                 "recipe {} key {}",
                 built.manifest.recipe, built.manifest.key
             ),
+            hz: config_hz(&built.config()),
         }
     }
 }
@@ -266,6 +270,7 @@ fn unpacked_kernel(entry: &Path, image: &debian::PackageRef, arch: Arch) -> Resu
         .iter()
         .map(|d| entry.join(d).join(&release))
         .find(|p| p.is_dir());
+    let hz = config_hz(&boot.join(format!("config-{release}")));
     Ok(BootKernel {
         name: format!("debian-{}", image.version),
         release,
@@ -273,7 +278,22 @@ fn unpacked_kernel(entry: &Path, image: &debian::PackageRef, arch: Arch) -> Resu
         image: vmlinuz,
         modules,
         identity: format!("{}={} sha256:{}", image.name, image.version, image.sha256),
+        hz,
     })
+}
+
+/// `CONFIG_HZ` of the kernel whose `.config` is at `config`; `None` when the file or the line
+/// is missing.
+pub(crate) fn config_hz(config: &Path) -> Option<u32> {
+    parse_config_hz(&fs::read_to_string(config).ok()?)
+}
+
+fn parse_config_hz(config: &str) -> Option<u32> {
+    config
+        .lines()
+        .find_map(|l| l.strip_prefix("CONFIG_HZ="))
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&hz| hz > 0)
 }
 
 #[cfg(test)]
@@ -293,5 +313,14 @@ mod tests {
             ..BootSettings::default()
         };
         assert!(apply_script(&bad).is_err());
+    }
+
+    #[test]
+    fn the_timer_frequency_comes_from_the_config_line() {
+        let config = "# CONFIG_HZ_250 is not set\nCONFIG_HZ_1000=y\nCONFIG_HZ=1000\n";
+        assert_eq!(parse_config_hz(config), Some(1000));
+        assert_eq!(parse_config_hz("CONFIG_HZ_1000=y\n"), None);
+        assert_eq!(parse_config_hz("CONFIG_HZ=\n"), None);
+        assert_eq!(parse_config_hz("CONFIG_HZ=0\n"), None);
     }
 }

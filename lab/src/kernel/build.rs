@@ -183,7 +183,7 @@ impl BuiltKernel {
             .join("lib/modules")
             .join(&self.manifest.release)
     }
-    #[cfg(test)]
+    /// The final `.config` the kernel was built with.
     pub(crate) fn config(&self) -> PathBuf {
         self.dir.join("config")
     }

@@ -5,6 +5,7 @@
 //! early QEMU exit or the boot timeout become errors that quote the console's last lines, and the
 //! QEMU process group is killed whenever the `Vm` is dropped.
 
+pub(crate) mod delay;
 pub mod dtb;
 pub(crate) mod health;
 pub(crate) mod serial;
@@ -92,6 +93,21 @@ pub(crate) fn base_cmdline(arch: Arch) -> Vec<String> {
     args
 }
 
+/// The whole kernel command line of `spec`: [`base_cmdline`], the delay loop's calibration
+/// where the lab knows it ([`delay`]), then the spec's own arguments.
+pub(crate) fn spec_cmdline(spec: &VmSpec) -> Vec<String> {
+    let arch = spec.topology.arch();
+    let mut cmdline = base_cmdline(arch);
+    cmdline.extend(delay::lpj_arg(
+        spec.accel,
+        arch,
+        spec.kernel.hz,
+        delay::host_tsc_hz(),
+    ));
+    cmdline.extend(spec.cmdline.iter().cloned());
+    cmdline
+}
+
 /// The full QEMU argument list for a spec (without the binary and `-L` paths). Public so that
 /// `lab bench boot` can compare against a hand-written command line.
 /// The machine a spec boots, without kernel, console or devices: `-machine`, the accelerator
@@ -111,13 +127,11 @@ pub(crate) fn machine_args(spec: &VmSpec) -> Vec<String> {
 }
 
 pub(crate) fn qemu_args(spec: &VmSpec, dir: &Path) -> Vec<String> {
-    let arch = spec.topology.arch();
     let mut args = machine_args(spec);
     if let Some(dtb) = &spec.dtb {
         args.extend(["-dtb".into(), dtb.display().to_string()]);
     }
-    let mut cmdline = base_cmdline(arch);
-    cmdline.extend(spec.cmdline.iter().cloned());
+    let cmdline = spec_cmdline(spec);
     args.extend([
         "-kernel".into(),
         spec.kernel.image.display().to_string(),
