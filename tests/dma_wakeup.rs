@@ -183,14 +183,19 @@ const POLLED_CAP: usize = 10;
 /// records of 2026-12-05, run medians 97-98%), and the base in few (0-53%).
 const MOSTLY_ON_IRQ_CPU_PCT: f64 = 50.0;
 
-/// Whether at least half of `boots` (each the share of the thread's time on the IRQ CPU, in %)
-/// kept the thread mostly there: the revert's effect when the interrupt wakes it.
-fn typically_on_the_irq_cpu(boots: &[f64]) -> bool {
-    let mostly = boots
+/// How many of `boots` (each the share of the thread's time on the IRQ CPU, in %) kept the
+/// thread mostly there.
+fn mostly_on_the_irq_cpu(boots: &[f64]) -> usize {
+    boots
         .iter()
         .filter(|&&share| share >= MOSTLY_ON_IRQ_CPU_PCT)
-        .count();
-    2 * mostly >= boots.len()
+        .count()
+}
+
+/// Whether at least half of `boots` kept the thread mostly on the IRQ CPU: the revert's effect
+/// when the interrupt wakes it.
+fn typically_on_the_irq_cpu(boots: &[f64]) -> bool {
+    2 * mostly_on_the_irq_cpu(boots) >= boots.len()
 }
 
 /// The polled thread's share of its time on the IRQ CPU in every polled boot recorded on
@@ -221,11 +226,7 @@ fn the_polled_check_tells_the_interrupts_effect_and_rarely_fails_like_kernels() 
     // a point mass at 0 and a fifth of boots at 30-99% leave the typical boot's shift to chance.
     assert!(typically_on_the_irq_cpu(&CROSS_LLC_REVERT_BOOTS));
     assert!(!typically_on_the_irq_cpu(&CROSS_LLC_BASE_BOOTS));
-    let mostly = POLLED_BOOTS
-        .iter()
-        .filter(|&&share| share >= MOSTLY_ON_IRQ_CPU_PCT)
-        .count();
-    let rate = mostly as f64 / POLLED_BOOTS.len() as f64;
+    let rate = mostly_on_the_irq_cpu(&POLLED_BOOTS) as f64 / POLLED_BOOTS.len() as f64;
     for n in [9usize, 10] {
         let one: f64 = (n.div_ceil(2)..=n)
             .map(|k| {
