@@ -21,6 +21,15 @@ use std::time::{Duration, Instant};
 
 use lab::bisect::{Answer, BisectRecord, Class, StepKind};
 
+/// S1's dmatest as its tests run it under TCG (tests/dma_wakeup.rs: 128 KiB buffers, 500
+/// copies a boot), as `lab bisect` options.
+const S1_TCG_DMATEST: [&str; 4] = [
+    "--set",
+    "dmatest.test_buf_size=131072",
+    "--set",
+    "dmatest.iterations=500",
+];
+
 /// A series directory under `dir` holding `patches` (source, name in the series).
 fn series_of(dir: &Path, patches: &[(PathBuf, &str)]) -> PathBuf {
     let series = dir.join("series");
@@ -76,8 +85,9 @@ fn bisect_verifies_the_s1_change_after_a_kill_and_a_resume() {
             "--name",
             &name,
         ])
-        // 128 KiB buffers, as S1's tests run dmatest under TCG (tests/dma_wakeup.rs says why).
-        .args(["--set", "dmatest.test_buf_size=131072"])
+        // 128 KiB buffers and 500 copies, as S1's tests run dmatest under TCG
+        // (tests/dma_wakeup.rs says why).
+        .args(S1_TCG_DMATEST)
         .arg("--series")
         .arg(&series)
         .stdout(Stdio::null())
@@ -366,7 +376,8 @@ fn bisect_of_kernels_that_do_not_differ_says_nothing_to_bisect() {
     let name = format!("same-{}", std::process::id());
     let out = Command::new(&lab_bin)
         .args(["bisect", "dma-wakeup", "--good", "v6.12", "--seed", "7"])
-        .args(["--name", &name, "--set", "dmatest.test_buf_size=131072"])
+        .args(["--name", &name])
+        .args(S1_TCG_DMATEST)
         .arg("--series")
         .arg(&series)
         .output()
@@ -381,9 +392,19 @@ fn bisect_of_kernels_that_do_not_differ_says_nothing_to_bisect() {
         panic!("not 'nothing to bisect':\n{}", record.log());
     };
     assert_ne!(verdict.decision, lab::stats::Decision::Different);
-    // Only the endpoints ran: no probe, no verification.
-    assert_eq!(record.steps.len(), 1, "{}", record.log());
-    assert_eq!(record.steps[0].kind, StepKind::Endpoints);
+    // Only the endpoints ran: no probe, no verification. The endpoints may be asked again
+    // when the first cap leaves them UNKNOWN (README, "Bisect"): both kernels put the thread on
+    // the IRQ CPU now and then (the balancer's doing), and such boots can keep the interval
+    // wide at 10 a side. At 1000 copies a boot that happened in the run of 2026-12-06 (UNKNOWN
+    // at 10 a side, p=0.660, then SAME at 9 in a second step), which this test failed while it
+    // asserted a single step (the two recorded runs of 2026-12-05 ended in one); at 500 copies
+    // it ended SAME at 9 in one step in both runs that day.
+    let kinds: Vec<StepKind> = record.steps.iter().map(|s| s.kind).collect();
+    assert!(
+        kinds.iter().all(|&k| k == StepKind::Endpoints),
+        "{}",
+        record.log()
+    );
     println!("{}", record.log());
 }
 
@@ -413,7 +434,7 @@ fn a_broken_build_is_skipped_and_a_patch_that_panics_at_boot_is_named() {
     let out = Command::new(&lab_bin)
         .args(["bisect", "dma-wakeup", "--good", "v6.12", "--seed", "7"])
         .args(["--name", &name, "--boot-failure", "bad"])
-        .args(["--set", "dmatest.test_buf_size=131072"])
+        .args(S1_TCG_DMATEST)
         .arg("--series")
         .arg(&series)
         .output()
