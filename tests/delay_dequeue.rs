@@ -35,7 +35,8 @@ fn print_boots(outcome: &Outcome) {
 
 /// fio's run per boot here (the scenario's own, which `lab compare delay-dequeue` runs: 5 s).
 /// Who the completion path wakes is the same in every second of the run; 2 s still completes
-/// thousands of writes a boot under TCG (issue [P]: 3 s less per boot, 36 boots a run).
+/// 1600-4600 writes a boot under TCG (issue [P]: the fio step 4.0 s a boot instead of 6.6, 36
+/// boots a run).
 const S3_FIO_SECONDS: u32 = 2;
 
 #[tokio::test]
