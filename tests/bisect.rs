@@ -21,15 +21,6 @@ use std::time::{Duration, Instant};
 
 use lab::bisect::{Answer, BisectRecord, Class, StepKind};
 
-/// S1's dmatest as its tests run it under TCG (tests/dma_wakeup.rs: 128 KiB buffers, 500
-/// copies a boot), as `lab bisect` options.
-const S1_TCG_DMATEST: [&str; 4] = [
-    "--set",
-    "dmatest.test_buf_size=131072",
-    "--set",
-    "dmatest.iterations=500",
-];
-
 /// A series directory under `dir` holding `patches` (source, name in the series).
 fn series_of(dir: &Path, patches: &[(PathBuf, &str)]) -> PathBuf {
     let series = dir.join("series");
@@ -87,7 +78,7 @@ fn bisect_verifies_the_s1_change_after_a_kill_and_a_resume() {
         ])
         // 128 KiB buffers and 500 copies, as S1's tests run dmatest under TCG
         // (tests/dma_wakeup.rs says why).
-        .args(S1_TCG_DMATEST)
+        .args(common::S1_TCG_DMATEST)
         .arg("--series")
         .arg(&series)
         .stdout(Stdio::null())
@@ -377,7 +368,7 @@ fn bisect_of_kernels_that_do_not_differ_says_nothing_to_bisect() {
     let out = Command::new(&lab_bin)
         .args(["bisect", "dma-wakeup", "--good", "v6.12", "--seed", "7"])
         .args(["--name", &name])
-        .args(S1_TCG_DMATEST)
+        .args(common::S1_TCG_DMATEST)
         .arg("--series")
         .arg(&series)
         .output()
@@ -434,7 +425,7 @@ fn a_broken_build_is_skipped_and_a_patch_that_panics_at_boot_is_named() {
     let out = Command::new(&lab_bin)
         .args(["bisect", "dma-wakeup", "--good", "v6.12", "--seed", "7"])
         .args(["--name", &name, "--boot-failure", "bad"])
-        .args(S1_TCG_DMATEST)
+        .args(common::S1_TCG_DMATEST)
         .arg("--series")
         .arg(&series)
         .output()

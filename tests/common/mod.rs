@@ -6,6 +6,15 @@ use std::time::Duration;
 use lab::experiment::{Experiment, Outcome, Scenario};
 use lab::Lab;
 
+/// S1's dmatest as its tests run it under TCG (tests/dma_wakeup.rs says why: 128 KiB buffers,
+/// 500 copies a boot), as options of `lab compare` and `lab bisect`.
+pub const S1_TCG_DMATEST: [&str; 4] = [
+    "--set",
+    "dmatest.test_buf_size=131072",
+    "--set",
+    "dmatest.iterations=500",
+];
+
 /// The lab for this test process (provisioning is cached across processes). Progress (builds,
 /// boots of an experiment) goes to stderr as plain lines, which nextest shows for failures.
 /// With `LAB_REQUIRE_KVM=1` (the hardware CI job) a lab without KVM fails the test: no VM test
