@@ -3,7 +3,9 @@
 //! only boot-time settings.
 //!
 //! - `recipe`: the recipe format and its validation (errors name the file and field).
-//! - `build`: cold and incremental builds, the cache entry layout, `list`, `gc`.
+//! - `build`: cold and incremental builds, the cache entry layout; `tree`: a variant's tree
+//!   made from its base's; `key`: a build's identity; `entries`: the built kernels as a whole
+//!   (`list`, `keys`, `gc`).
 //! - `boot`: the kernel a VM boots ([`BootKernel`]), resolved from a recipe or `debian`, and
 //!   its boot-time settings applied in the guest.
 //!
@@ -18,21 +20,23 @@
 pub(crate) mod boot;
 pub(crate) mod build;
 pub(crate) mod config;
+pub(crate) mod entries;
+pub(crate) mod key;
 pub(crate) mod patch;
 pub(crate) mod recipe;
 pub(crate) mod source;
 #[cfg(test)]
 mod tests;
 pub(crate) mod tools;
+pub(crate) mod tree;
 
 pub(crate) use boot::{apply_script, arch_of, check_arch, default_kernel, prepare, DEBIAN};
 pub use boot::{BootKernel, ReadyKernel};
-pub(crate) use build::{
-    build, cached, current_keys, list, CachedKernel, KIND, PINNED_TOOLCHAIN_ENV,
-};
-pub use build::{
-    build_all, gc_unused, keys_table, list_table, BuildOptions, BuiltKernel, GcReport, GcRequest,
-};
+pub(crate) use build::{build, cached, KIND};
+pub use build::{build_all, BuildOptions, BuiltKernel};
+pub(crate) use entries::{current_keys, list, CachedKernel};
+pub use entries::{gc_unused, keys_table, list_table, GcReport, GcRequest};
+pub(crate) use key::PINNED_TOOLCHAIN_ENV;
 pub use recipe::BootSettings;
 pub(crate) use recipe::{load as load_recipe, recipe_names, Recipe, RecipeDirs, Source};
 

@@ -162,7 +162,7 @@ fn base_then_variant_builds_incrementally_with_distinct_identity() {
     assert_ne!(base.manifest.release, variant.manifest.release);
     assert_eq!(
         base.manifest.release,
-        format!("1.2.3{}", kernel::build::local_version(&base.manifest.key))
+        format!("1.2.3{}", kernel::key::local_version(&base.manifest.key))
     );
     assert!(
         variant.manifest.uts_version.starts_with("#1-base+good "),
@@ -627,7 +627,7 @@ fn real_builds_of_shipped_recipes() {
         assert!(k
             .manifest
             .release
-            .ends_with(&kernel::build::local_version(&k.manifest.key)));
+            .ends_with(&kernel::key::local_version(&k.manifest.key)));
         let applied: Vec<_> = k.manifest.patches.iter().map(|p| &p.name).collect();
         let wanted: Vec<_> = recipe.patches.iter().map(|p| &p.name).collect();
         assert_eq!(applied, wanted);
