@@ -78,7 +78,7 @@ fn bisect_verifies_the_s1_change_after_a_kill_and_a_resume() {
         ])
         // 128 KiB buffers and 500 copies, as S1's tests run dmatest under TCG
         // (tests/dma_wakeup.rs says why).
-        .args(common::S1_TCG_DMATEST)
+        .args(common::s1_tcg_dmatest())
         .arg("--series")
         .arg(&series)
         .stdout(Stdio::null())
@@ -368,7 +368,7 @@ fn bisect_of_kernels_that_do_not_differ_says_nothing_to_bisect() {
     let out = Command::new(&lab_bin)
         .args(["bisect", "dma-wakeup", "--good", "v6.12", "--seed", "7"])
         .args(["--name", &name])
-        .args(common::S1_TCG_DMATEST)
+        .args(common::s1_tcg_dmatest())
         .arg("--series")
         .arg(&series)
         .output()
@@ -425,7 +425,7 @@ fn a_broken_build_is_skipped_and_a_patch_that_panics_at_boot_is_named() {
     let out = Command::new(&lab_bin)
         .args(["bisect", "dma-wakeup", "--good", "v6.12", "--seed", "7"])
         .args(["--name", &name, "--boot-failure", "bad"])
-        .args(common::S1_TCG_DMATEST)
+        .args(common::s1_tcg_dmatest())
         .arg("--series")
         .arg(&series)
         .output()

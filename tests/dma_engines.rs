@@ -24,7 +24,7 @@ use lab::BootOptions;
 fn seed() -> Dmatest {
     Dmatest::seed_parameters()
         .iterations(300)
-        .test_buf_size(0x20000)
+        .test_buf_size(common::S1_TCG_BUF_SIZE)
 }
 
 /// Boots the default kernel with `device`, binds its driver and returns the VM.

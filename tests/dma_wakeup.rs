@@ -20,7 +20,7 @@ use lab::workload::Dmatest;
 /// the seed's own parameters.
 fn tcg_dmatest() -> Dmatest {
     Dmatest::seed_parameters()
-        .test_buf_size(0x20000)
+        .test_buf_size(common::S1_TCG_BUF_SIZE)
         .iterations(S1_ITERATIONS)
 }
 
@@ -28,7 +28,7 @@ fn tcg_dmatest() -> Dmatest {
 /// 2-core Xeon, the binary alone): every placement test DIFFERENT at 5 a side each time (20 of
 /// 20), the polled control UNKNOWN at the cap and passing 5 of 5; the measure step 3.55 s a
 /// boot against 4.87 s at 1000 in a run the same day (300 and 60 boots).
-const S1_ITERATIONS: u32 = 500;
+const S1_ITERATIONS: u32 = common::S1_TCG_ITERATIONS;
 
 /// S1 with `placement`, under the name its results are kept as.
 fn s1(name: &str, placement: IrqPlacement) -> Experiment<DmaWakeup> {

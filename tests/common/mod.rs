@@ -6,14 +6,23 @@ use std::time::Duration;
 use lab::experiment::{Experiment, Outcome, Scenario};
 use lab::Lab;
 
-/// S1's dmatest as its tests run it under TCG (tests/dma_wakeup.rs says why: 128 KiB buffers,
-/// 500 copies a boot), as options of `lab compare` and `lab bisect`.
-pub const S1_TCG_DMATEST: [&str; 4] = [
-    "--set",
-    "dmatest.test_buf_size=131072",
-    "--set",
-    "dmatest.iterations=500",
-];
+/// dmatest's buffers in S1's tests under TCG (the seed's: 1 MiB); tests/dma_wakeup.rs says why.
+pub const S1_TCG_BUF_SIZE: u32 = 0x20000;
+
+/// dmatest's copies a boot in S1's tests under TCG (the seed's: 1000); measured in
+/// tests/dma_wakeup.rs.
+pub const S1_TCG_ITERATIONS: u32 = 500;
+
+/// S1's dmatest as its tests run it under TCG ([`S1_TCG_BUF_SIZE`], [`S1_TCG_ITERATIONS`]), as
+/// options of `lab compare` and `lab bisect`.
+pub fn s1_tcg_dmatest() -> [String; 4] {
+    [
+        "--set".into(),
+        format!("dmatest.test_buf_size={S1_TCG_BUF_SIZE}"),
+        "--set".into(),
+        format!("dmatest.iterations={S1_TCG_ITERATIONS}"),
+    ]
+}
 
 /// The lab for this test process (provisioning is cached across processes). Progress (builds,
 /// boots of an experiment) goes to stderr as plain lines, which nextest shows for failures.
