@@ -48,6 +48,12 @@ async fn run(lab: &lab::Lab, experiment: Experiment<NumaScan>) -> Outcome {
 /// half the pages, so the same rule stalls the same way in half the time: a boot of the measure
 /// phase takes about 16 s instead of 31 (issue [P]: this test was the suite's slowest
 /// scenario binary, 449 s alone on the 2-core Xeon).
+///
+/// Shorter runs do not stall reliably (2026-12-06, same host, the binary alone): at 2 x 384 MiB
+/// for 10 s (late window from 5 s) one run decided as this one does (pid-only DIFFERENT at 9 a
+/// side, its shift 1.33x the magnitude; 183 s) and the next failed it, pid-only UNKNOWN at the
+/// cap of 10 with 4 of its 10 boots not yet stalled (430135-521433 PTE updates against v6.12's
+/// 426257-523348); at 2 x 192 MiB for 7.5 s three boots a side showed no stall at all.
 fn s4() -> Experiment<NumaScan> {
     Experiment::new(NumaScan::seed())
         .named("numa-scan")

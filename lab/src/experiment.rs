@@ -61,6 +61,11 @@ pub struct BootPlan {
     pub boot_timeout: Option<Duration>,
     /// Properties added to the guest's device tree (aarch64 topologies; see `vm::dtb`).
     pub device_tree: Vec<crate::vm::dtb::DtProperty>,
+    /// Host threads a boot keeps busy where the guest's vCPUs run on threads of their own (KVM,
+    /// multi-threaded TCG), when the scenario measured fewer than its vCPUs: the boot then takes
+    /// that many of the host's CPU slots, and more boots run side by side. Default (`None`):
+    /// one per vCPU. Single-threaded TCG guests take one slot either way.
+    pub host_threads: Option<usize>,
 }
 
 /// A booted guest as `measure` sees it.
@@ -505,9 +510,15 @@ impl<S: Scenario> Experiment<S> {
         )?;
         let record_path = dir.join("record.json");
         // Boots run side by side as far as the host's CPU slots allow.
-        let at_once = self
-            .parallel
-            .unwrap_or_else(|| lab.guests_at_once(&topology));
+        let at_once = self.parallel.unwrap_or_else(|| {
+            // The costliest arm's boots decide: any arm without a measured figure takes one
+            // slot per vCPU.
+            let declared = arms
+                .iter()
+                .map(|a| a.plan.host_threads)
+                .try_fold(0, |most, t| t.map(|t| most.max(t)));
+            lab.guests_at_once(&topology, declared)
+        });
         // A host device is in one guest at a time.
         let exclusive = arms
             .iter()
@@ -694,6 +705,7 @@ impl<S: Scenario> Experiment<S> {
         opts.devices = arm.plan.devices.clone();
         opts.boot_timeout = arm.plan.boot_timeout;
         opts.device_tree = arm.plan.device_tree.clone();
+        opts.host_threads = arm.plan.host_threads;
         opts.log_dir = Some(dir.to_path_buf());
         // Where each boot's time goes, kept in its details (issue: what a boot costs).
         let mut phases = Phases::default();

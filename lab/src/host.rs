@@ -89,6 +89,9 @@ pub struct BootOptions {
     pub(crate) host: Option<String>,
     /// Properties added to the device tree QEMU generates (aarch64 only).
     pub(crate) device_tree: Vec<crate::vm::dtb::DtProperty>,
+    /// Host threads the guest keeps busy where its vCPUs have threads of their own, when fewer
+    /// than its vCPUs (a scenario's measured figure; see [`crate::experiment::BootPlan`]).
+    pub(crate) host_threads: Option<usize>,
 }
 
 impl BootOptions {
@@ -436,9 +439,10 @@ impl Lab {
     }
 
     /// How many guests on `topology` this host runs side by side (see [`CpuSlots`]).
-    pub(crate) fn guests_at_once(&self, topology: &Topology) -> usize {
+    pub(crate) fn guests_at_once(&self, topology: &Topology, host_threads: Option<usize>) -> usize {
         let accel = self.accel_for(topology.arch()).0;
-        self.slots.guests_at_once(slot_cost(accel, topology))
+        self.slots
+            .guests_at_once(slot_cost(accel, topology, host_threads))
     }
 
     /// Boots a guest, waits until its agent is ready and applies the options' scheduler
@@ -449,10 +453,11 @@ impl Lab {
     pub async fn boot(&self, opts: BootOptions) -> Result<Vm> {
         let settings = opts.settings.clone();
         let device_tree = opts.device_tree.clone();
+        let host_threads = opts.host_threads;
         let spec = self.spec(opts).await?;
         let slot = self
             .slots
-            .acquire(slot_cost(spec.accel, &spec.topology))
+            .acquire(slot_cost(spec.accel, &spec.topology, host_threads))
             .await?;
         let qemu = {
             let lab = self.clone();
@@ -517,11 +522,12 @@ impl Lab {
     }
 }
 
-/// The CPU slots a guest on `topology` takes: its host threads, or the whole host when the
-/// topology pins vCPUs to host CPUs (two pinned guests would share those CPUs).
-fn slot_cost(accel: Accel, topology: &Topology) -> usize {
+/// The CPU slots a guest on `topology` takes: its host threads (`host_threads` where its
+/// scenario measured fewer than its vCPUs), or the whole host when the topology pins vCPUs to
+/// host CPUs (two pinned guests would share those CPUs).
+fn slot_cost(accel: Accel, topology: &Topology, host_threads: Option<usize>) -> usize {
     if topology.pinning().is_empty() {
-        guest_cost(accel, topology.nr_cpus() as usize)
+        guest_cost(accel, topology.nr_cpus() as usize, host_threads)
     } else {
         usize::MAX
     }

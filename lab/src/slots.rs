@@ -33,11 +33,12 @@ pub(crate) struct SlotGuard {
 }
 
 /// Host threads a guest keeps busy: single-threaded TCG runs every vCPU on one thread, KVM and
-/// multi-threaded TCG one thread per vCPU.
-pub(crate) fn guest_cost(accel: Accel, vcpus: usize) -> usize {
+/// multi-threaded TCG one thread per vCPU, or the fewer a scenario measured its guests to keep
+/// busy (`declared`: their vCPUs mostly wait; never more than one per vCPU, never none).
+pub(crate) fn guest_cost(accel: Accel, vcpus: usize, declared: Option<usize>) -> usize {
     match accel {
         Accel::TcgSingle | Accel::TcgIcount => 1,
-        Accel::TcgMulti | Accel::Kvm => vcpus.max(1),
+        Accel::TcgMulti | Accel::Kvm => declared.unwrap_or(vcpus).min(vcpus).max(1),
     }
 }
 
@@ -180,8 +181,15 @@ mod tests {
         assert_eq!(slots.guests_at_once(8), 2);
         assert_eq!(slots.guests_at_once(5), 3);
         assert_eq!(slots.guests_at_once(32), 1);
-        assert_eq!(guest_cost(Accel::TcgSingle, 8), 1);
-        assert_eq!(guest_cost(Accel::Kvm, 8), 8);
+        assert_eq!(guest_cost(Accel::TcgSingle, 8, None), 1);
+        assert_eq!(guest_cost(Accel::Kvm, 8, None), 8);
+        // A scenario's measured threads count where vCPUs have threads of their own, bounded
+        // by the vCPUs and by one; single-threaded TCG takes one whatever is declared.
+        assert_eq!(guest_cost(Accel::TcgMulti, 8, Some(1)), 1);
+        assert_eq!(guest_cost(Accel::Kvm, 8, Some(3)), 3);
+        assert_eq!(guest_cost(Accel::TcgMulti, 2, Some(4)), 2);
+        assert_eq!(guest_cost(Accel::TcgMulti, 8, Some(0)), 1);
+        assert_eq!(guest_cost(Accel::TcgSingle, 8, Some(4)), 1);
         assert!(CpuSlots::new("/nonexistent", 0).is_err());
     }
 
