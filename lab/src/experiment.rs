@@ -61,10 +61,10 @@ pub struct BootPlan {
     pub boot_timeout: Option<Duration>,
     /// Properties added to the guest's device tree (aarch64 topologies; see `vm::dtb`).
     pub device_tree: Vec<crate::vm::dtb::DtProperty>,
-    /// Host threads a boot keeps busy where the guest's vCPUs run on threads of their own (KVM,
-    /// multi-threaded TCG), when the scenario measured fewer than its vCPUs: the boot then takes
-    /// that many of the host's CPU slots, and more boots run side by side. Default (`None`):
-    /// one per vCPU. Single-threaded TCG guests take one slot either way.
+    /// Host threads a boot keeps busy under multi-threaded TCG (a thread per vCPU), when the
+    /// scenario measured fewer than its vCPUs there: the boot then takes that many of the
+    /// host's CPU slots, and more boots run side by side. Default (`None`): one per vCPU.
+    /// Single-threaded TCG guests take one slot and KVM guests one per vCPU either way.
     pub host_threads: Option<usize>,
 }
 

@@ -89,8 +89,8 @@ pub struct BootOptions {
     pub(crate) host: Option<String>,
     /// Properties added to the device tree QEMU generates (aarch64 only).
     pub(crate) device_tree: Vec<crate::vm::dtb::DtProperty>,
-    /// Host threads the guest keeps busy where its vCPUs have threads of their own, when fewer
-    /// than its vCPUs (a scenario's measured figure; see [`crate::experiment::BootPlan`]).
+    /// Host threads the guest keeps busy under multi-threaded TCG, when fewer than its vCPUs (a
+    /// scenario's measured figure; see [`crate::experiment::BootPlan`]).
     pub(crate) host_threads: Option<usize>,
 }
 

@@ -33,12 +33,14 @@ pub(crate) struct SlotGuard {
 }
 
 /// Host threads a guest keeps busy: single-threaded TCG runs every vCPU on one thread, KVM and
-/// multi-threaded TCG one thread per vCPU, or the fewer a scenario measured its guests to keep
-/// busy (`declared`: their vCPUs mostly wait; never more than one per vCPU, never none).
+/// multi-threaded TCG one thread per vCPU; under multi-threaded TCG the fewer its scenario
+/// measured there (`declared`: its vCPUs mostly wait; never more than one per vCPU, never
+/// none). Not under KVM: a figure measured under TCG says nothing of a guest on real CPUs.
 pub(crate) fn guest_cost(accel: Accel, vcpus: usize, declared: Option<usize>) -> usize {
     match accel {
         Accel::TcgSingle | Accel::TcgIcount => 1,
-        Accel::TcgMulti | Accel::Kvm => declared.unwrap_or(vcpus).min(vcpus).max(1),
+        Accel::TcgMulti => declared.unwrap_or(vcpus).min(vcpus).max(1),
+        Accel::Kvm => vcpus.max(1),
     }
 }
 
@@ -183,13 +185,14 @@ mod tests {
         assert_eq!(slots.guests_at_once(32), 1);
         assert_eq!(guest_cost(Accel::TcgSingle, 8, None), 1);
         assert_eq!(guest_cost(Accel::Kvm, 8, None), 8);
-        // A scenario's measured threads count where vCPUs have threads of their own, bounded
-        // by the vCPUs and by one; single-threaded TCG takes one whatever is declared.
+        // A scenario's measured threads count under multi-threaded TCG, bounded by the vCPUs
+        // and by one; single-threaded TCG takes one and KVM one per vCPU whatever is declared.
         assert_eq!(guest_cost(Accel::TcgMulti, 8, Some(1)), 1);
-        assert_eq!(guest_cost(Accel::Kvm, 8, Some(3)), 3);
+        assert_eq!(guest_cost(Accel::TcgMulti, 8, Some(3)), 3);
         assert_eq!(guest_cost(Accel::TcgMulti, 2, Some(4)), 2);
         assert_eq!(guest_cost(Accel::TcgMulti, 8, Some(0)), 1);
         assert_eq!(guest_cost(Accel::TcgSingle, 8, Some(4)), 1);
+        assert_eq!(guest_cost(Accel::Kvm, 8, Some(1)), 8);
         assert!(CpuSlots::new("/nonexistent", 0).is_err());
     }
 
