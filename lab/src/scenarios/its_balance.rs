@@ -224,7 +224,8 @@ impl Scenario for ItsBalance {
             device_tree,
             // The guest's vCPUs mostly wait for their NVMe queues: one guest alone kept 57% of
             // a 2-core host busy under multi-threaded TCG (2026-12-06, 2-core Intel Xeon), two
-            // side by side 86%, and the test took 103 s instead of 145 s, deciding the same.
+            // side by side 86-89%, and the test took 104-120 s instead of 145 s, deciding the
+            // same.
             host_threads: Some(1),
             ..BootPlan::default()
         })
