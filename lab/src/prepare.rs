@@ -7,6 +7,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use crate::arch::Arch;
+use crate::cache::Cache;
+use crate::host::DEFAULT_IMAGE;
+use crate::image::{build_image, ImageRecipe};
+use crate::kernel::{BuildOptions, RecipeDirs};
+use crate::variant::Variant;
 use crate::Lab;
 
 /// What to prepare; empty `kernels` means every kernel of the registry's default comparisons.
@@ -66,43 +72,168 @@ pub struct Prepared {
 /// Readies the lab, then builds (or finds) each kernel of `request` with the default image, and
 /// the further images for the first kernel of each architecture (an aarch64 scenario's images
 /// are arm64 builds).
+///
+/// Each architecture's kernels are a chain of their own (a variant starts from its base's object
+/// tree), and the chains run side by side: another architecture's needs only the cache (its
+/// cross toolchain, kernels and images), so it starts at once, beside QEMU's provisioning and
+/// the host's kernels. One after the other, a cold run left a 2-core host a third idle for
+/// minutes at a time (unpacking packages, linking, compressing, the guest programs' cargo
+/// build); side by side one chain's single-threaded steps overlap the other's compiles. Every
+/// chain runs to its end, so what could be built is cached; then the first failure is the
+/// error, naming the others'.
 pub async fn prepare(request: &Request) -> Result<Prepared> {
     let started = Instant::now();
     let kernels = request.kernel_names()?;
-    let lab = Lab::ready().await?;
+    let dirs = RecipeDirs::default_dirs();
+    let chains = chains_by_arch(&kernels, &dirs)?;
+    let cache = Cache::from_env()?;
+    let opts = crate::kernel::BuildOptions {
+        dirs,
+        ..crate::kernel::BuildOptions::default()
+    };
+    let start_chain = |chain: &Chain| {
+        let (cache, opts, chain) = (cache.clone(), opts.clone(), chain.clone());
+        let images = request.images.clone();
+        tokio::task::spawn_blocking(move || chain.build(&cache, &opts, &images))
+    };
+    let others: Vec<_> = chains
+        .iter()
+        .filter(|c| c.arch != Arch::host())
+        .map(|c| (c.arch, start_chain(c)))
+        .collect();
+    let host = async {
+        let lab = Lab::ready().await?;
+        let built = match chains.iter().find(|c| c.arch == Arch::host()) {
+            Some(chain) => start_chain(chain).await??,
+            None => Built::default(),
+        };
+        anyhow::Ok((lab, built))
+    }
+    .await;
+    // Said at once: the other chains may build for minutes before the error is returned.
+    let said = |arch: Arch, e: &anyhow::Error| {
+        if !others.is_empty() {
+            crate::progress::warn(format!(
+                "preparing the {arch} kernels failed (the other architectures' go on): {e:#}"
+            ));
+        }
+    };
+    let mut built = Vec::new();
+    let mut failed = Vec::new();
+    let mut lab = None;
+    match host {
+        Ok((l, b)) => {
+            lab = Some(l);
+            built.push((Arch::host(), b));
+        }
+        Err(e) => {
+            said(Arch::host(), &e);
+            failed.push(e);
+        }
+    }
+    for (arch, handle) in others {
+        match handle.await.map_err(anyhow::Error::from).and_then(|r| r) {
+            Ok(b) => built.push((arch, b)),
+            Err(e) => failed.push(e),
+        }
+    }
+    if !failed.is_empty() {
+        let first = failed.remove(0);
+        if failed.is_empty() {
+            return Err(first);
+        }
+        let others: Vec<String> = failed.iter().map(|e| format!("{e:#}")).collect();
+        return Err(first.context(format!("also failed: {}", others.join("; "))));
+    }
+    let lab = lab.expect("the host's chain succeeded");
+    // In the request's order, as one chain after the other listed them.
     let mut prepared = Vec::new();
-    let mut firsts: Vec<(String, crate::kernel::BootKernel)> = Vec::new();
-    for name in kernels {
-        let ready = lab.prepare(&crate::variant::Variant::kernel(&name)).await?;
-        let image = lab
-            .image_for(crate::host::DEFAULT_IMAGE, &ready.kernel)
-            .await?;
-        prepared.push(PreparedKernel {
-            name: name.clone(),
-            release: ready.kernel.release.clone(),
-            image_hash: image.hash,
-        });
-        if firsts.iter().all(|(_, k)| k.arch != ready.kernel.arch) {
-            firsts.push((name, ready.kernel));
-        }
+    for name in &kernels {
+        let kernel = built
+            .iter()
+            .flat_map(|(_, b)| &b.kernels)
+            .find(|k| &k.name == name)
+            .expect("every requested kernel is in its architecture's chain");
+        prepared.push(kernel.clone());
     }
-    let mut images = Vec::new();
-    for (name, kernel) in firsts {
-        for recipe in &request.images {
-            let image = lab.image_for(recipe, &kernel).await?;
-            images.push(PreparedImage {
-                recipe: recipe.clone(),
-                kernel: name.clone(),
-                hash: image.hash,
-            });
-        }
-    }
+    let images = chains
+        .iter()
+        .flat_map(|c| {
+            built
+                .iter()
+                .filter(move |(arch, _)| *arch == c.arch)
+                .flat_map(|(_, b)| b.images.clone())
+        })
+        .collect();
     Ok(Prepared {
         kernels: prepared,
         images,
         accel: lab.accelerator().to_string(),
         took: started.elapsed(),
     })
+}
+
+/// One architecture's kernels, in the request's order.
+#[derive(Debug, Clone, PartialEq)]
+struct Chain {
+    arch: Arch,
+    kernels: Vec<String>,
+}
+
+/// What a chain made ready.
+#[derive(Debug, Default)]
+struct Built {
+    kernels: Vec<PreparedKernel>,
+    images: Vec<PreparedImage>,
+}
+
+/// The kernels grouped by the architecture they build for (`debian`: the host's), the chains
+/// in the order their first kernel comes. Loads the recipes only: a bad name fails here, before
+/// anything is built.
+fn chains_by_arch(kernels: &[String], dirs: &RecipeDirs) -> Result<Vec<Chain>> {
+    let mut chains: Vec<Chain> = Vec::new();
+    for name in kernels {
+        let arch = crate::kernel::arch_of(name, dirs)?.unwrap_or_else(Arch::host);
+        match chains.iter_mut().find(|c| c.arch == arch) {
+            Some(chain) => chain.kernels.push(name.clone()),
+            None => chains.push(Chain {
+                arch,
+                kernels: vec![name.clone()],
+            }),
+        }
+    }
+    Ok(chains)
+}
+
+impl Chain {
+    /// Builds (or finds) each kernel with the default image, then the further `images` for the
+    /// first one. Blocking: minutes when cold.
+    fn build(&self, cache: &Cache, opts: &BuildOptions, images: &[String]) -> Result<Built> {
+        let default = ImageRecipe::by_name(DEFAULT_IMAGE)?;
+        let mut built = Built::default();
+        let mut first = None;
+        for name in &self.kernels {
+            let ready = Variant::kernel(name).prepare(cache, opts, Some(self.arch))?;
+            let image = build_image(cache, &default, &ready.kernel)?;
+            built.kernels.push(PreparedKernel {
+                name: name.clone(),
+                release: ready.kernel.release.clone(),
+                image_hash: image.hash,
+            });
+            first.get_or_insert((name, ready.kernel));
+        }
+        if let Some((name, kernel)) = first {
+            for recipe in images {
+                let image = build_image(cache, &ImageRecipe::by_name(recipe)?, &kernel)?;
+                built.images.push(PreparedImage {
+                    recipe: recipe.clone(),
+                    kernel: name.clone(),
+                    hash: image.hash,
+                });
+            }
+        }
+        Ok(built)
+    }
 }
 
 /// A line per kernel (`NAME: RELEASE (image HASH)`), per further image, and the time taken.
@@ -138,6 +269,40 @@ mod tests {
             ..Request::default()
         };
         assert_eq!(named.kernel_names().unwrap(), ["v6.12", "debian"]);
+    }
+
+    #[test]
+    fn each_architecture_is_a_chain_in_the_order_its_first_kernel_comes() {
+        let dirs = RecipeDirs::default_dirs();
+        let names: Vec<String> = [
+            "v6.12",
+            "v6.12-arm64",
+            "v6.12+ptdma-claim-once",
+            "debian",
+            "v6.12-arm64+its-first-cpu",
+        ]
+        .map(String::from)
+        .to_vec();
+        let chains = chains_by_arch(&names, &dirs).unwrap();
+        // `debian` is the host's package: it joins the host's chain, in the request's order.
+        let mut x86 = vec!["v6.12", "v6.12+ptdma-claim-once"];
+        let mut arm = vec!["v6.12-arm64", "v6.12-arm64+its-first-cpu"];
+        match Arch::host() {
+            Arch::X86_64 => x86.push("debian"),
+            Arch::Aarch64 => arm.insert(1, "debian"),
+        }
+        let want = |arch, kernels: Vec<&str>| Chain {
+            arch,
+            kernels: kernels.into_iter().map(String::from).collect(),
+        };
+        assert_eq!(
+            chains,
+            [want(Arch::X86_64, x86), want(Arch::Aarch64, arm)],
+            "v6.12 comes first"
+        );
+
+        let err = chains_by_arch(&["v6.12".into(), "no-such-kernel".into()], &dirs).unwrap_err();
+        assert!(format!("{err:#}").contains("no-such-kernel"), "{err:#}");
     }
 
     #[test]
