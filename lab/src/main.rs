@@ -330,7 +330,10 @@ async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: boo
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_secs_f64());
                 text += "\n";
-                text += &lab::bench::budget::summary(run, tier, started, now, slowest);
+                // With the job's start, this is the job's own end, on the host it ran on.
+                let host = started.map(|_| lab::bench::budget::Host::this());
+                text +=
+                    &lab::bench::budget::summary(run, tier, started, now, slowest, host.as_ref());
             }
             text
         }

@@ -48,17 +48,40 @@ impl Tier {
     }
 }
 
+/// The machine a run's summary is written on: the kind of host decides what a run may take
+/// (the goals are for 2 cores; the AMD EPYC hosts compile about 2x slower than the Intel Xeon
+/// ones), so a job's own summary names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// The CPUs this process may run on.
+    pub cpus: usize,
+    /// `/proc/cpuinfo`'s model name ("unknown" where it has none).
+    pub model: String,
+}
+
+impl Host {
+    /// This machine: its CPUs and `/proc/cpuinfo`'s model name.
+    pub fn this() -> Host {
+        Host {
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            model: crate::toolchain::host_cpu_model(),
+        }
+    }
+}
+
 /// The setup script's test case in nextest's report.
 const PREPARE: &str = "@setup-script:prepare";
 
 /// The summary of `run` as `tier`, the whole job having started at `started` (Unix seconds) and
-/// ended at `ended`; with `started` `None`, the nextest run alone.
+/// ended at `ended`; with `started` `None`, the nextest run alone. `host`: the machine it ran
+/// on, where the caller knows it (the job's own summary, written on its host at its end).
 pub fn summary(
     run: &SuiteRun,
     tier: Tier,
     started: Option<f64>,
     ended: f64,
     slowest: usize,
+    host: Option<&Host>,
 ) -> String {
     let mut out = String::new();
     // Without the job's start (a developer asking later), the run alone: nothing before or after.
@@ -85,6 +108,9 @@ pub fn summary(
         100.0 * total / CI_LIMIT_S,
         super::minutes(CI_LIMIT_S)
     );
+    if let Some(host) = host {
+        let _ = writeln!(out, "  host: {} CPUs, {}", host.cpus, host.model);
+    }
     let _ = writeln!(
         out,
         "  phases: cargo and set-up {}, prepare (kernels, images, QEMU) {}, tests {}, after {}",
@@ -179,9 +205,17 @@ mod tests {
                 test("lab", "quick", 1.0),
             ],
         );
-        let text = summary(&run, Tier::Ci, Some(700.0), 2900.0, 2);
+        let host = Host {
+            cpus: 2,
+            model: "Intel(R) Xeon(R) Processor".into(),
+        };
+        let text = summary(&run, Tier::Ci, Some(700.0), 2900.0, 2, Some(&host));
         assert!(
             text.contains("36 min 40 s in all, 41% of CI's 90 min 0 s limit"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n  host: 2 CPUs, Intel(R) Xeon(R) Processor\n"),
             "{text}"
         );
         assert!(
@@ -200,15 +234,16 @@ mod tests {
         assert!(!text.contains("  600.0 s"), "{text}");
         // Without the job's start, the nextest run's own start; over the budget, said so.
         let long = SuiteRun::for_tests(1000.0, 3000.0, vec![test("lab", "quick", 1.0)]);
-        let text = summary(&long, Tier::Ci, None, 4000.0, 2);
+        let text = summary(&long, Tier::Ci, None, 4000.0, 2, None);
         assert!(text.contains("50 min 0 s in all"), "{text}");
+        assert!(!text.contains("host:"), "{text}");
         assert!(text.contains("cargo and set-up 0 s"), "{text}");
         assert!(
             text.contains("OVER the CI's budget of 45 min 0 s"),
             "{text}"
         );
         assert!(text.contains("no test over 5 min 0 s"), "{text}");
-        let quick = summary(&long, Tier::Quick, None, 4000.0, 2);
+        let quick = summary(&long, Tier::Quick, None, 4000.0, 2, None);
         assert!(
             quick.contains("OVER the quick tier's budget of 5 min 0 s"),
             "{quick}"
