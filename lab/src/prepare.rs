@@ -80,7 +80,7 @@ pub struct Prepared {
 /// minutes at a time (unpacking packages, linking, compressing, the guest programs' cargo
 /// build); side by side one chain's single-threaded steps overlap the other's compiles. Every
 /// chain runs to its end, so what could be built is cached; then the first failure is the
-/// error, naming the others'.
+/// error (the others are said as they come).
 pub async fn prepare(request: &Request) -> Result<Prepared> {
     let started = Instant::now();
     let kernels = request.kernel_names()?;
@@ -110,16 +110,10 @@ pub async fn prepare(request: &Request) -> Result<Prepared> {
         anyhow::Ok((lab, built))
     }
     .await;
-    // Said at once: the other chains may build for minutes before the error is returned.
-    let said = |arch: Arch, e: &anyhow::Error| {
-        if !others.is_empty() {
-            crate::progress::warn(format!(
-                "preparing the {arch} kernels failed (the other architectures' go on): {e:#}"
-            ));
-        }
-    };
+    // The first failure is the error; the host's is said at once too (the other chains may
+    // build for minutes before it is returned), and every later one as it comes.
     let mut built = Vec::new();
-    let mut failed = Vec::new();
+    let mut first: Option<anyhow::Error> = None;
     let mut lab = None;
     match host {
         Ok((l, b)) => {
@@ -127,23 +121,26 @@ pub async fn prepare(request: &Request) -> Result<Prepared> {
             built.push((Arch::host(), b));
         }
         Err(e) => {
-            said(Arch::host(), &e);
-            failed.push(e);
+            if !others.is_empty() {
+                crate::progress::warn(format!(
+                    "preparing the {} kernels failed (the other architectures' go on): {e:#}",
+                    Arch::host()
+                ));
+            }
+            first = Some(e);
         }
     }
     for (arch, handle) in others {
         match handle.await.map_err(anyhow::Error::from).and_then(|r| r) {
             Ok(b) => built.push((arch, b)),
-            Err(e) => failed.push(e),
+            Err(e) if first.is_none() => first = Some(e),
+            Err(e) => {
+                crate::progress::warn(format!("preparing the {arch} kernels failed too: {e:#}"))
+            }
         }
     }
-    if !failed.is_empty() {
-        let first = failed.remove(0);
-        if failed.is_empty() {
-            return Err(first);
-        }
-        let others: Vec<String> = failed.iter().map(|e| format!("{e:#}")).collect();
-        return Err(first.context(format!("also failed: {}", others.join("; "))));
+    if let Some(e) = first {
+        return Err(e);
     }
     let lab = lab.expect("the host's chain succeeded");
     // In the request's order, as one chain after the other listed them.
