@@ -87,9 +87,9 @@ pub async fn prepare(request: &Request) -> Result<Prepared> {
     let dirs = RecipeDirs::default_dirs();
     let chains = chains_by_arch(&kernels, &dirs)?;
     let cache = Cache::from_env()?;
-    let opts = crate::kernel::BuildOptions {
+    let opts = BuildOptions {
         dirs,
-        ..crate::kernel::BuildOptions::default()
+        ..BuildOptions::default()
     };
     let start_chain = |chain: &Chain| {
         let (cache, opts, chain) = (cache.clone(), opts.clone(), chain.clone());
