@@ -89,14 +89,33 @@ async fn completions_wake_per_cpu_workers_whatever_the_mask_shape() {
     for column in &ab.variants()[1..] {
         ab.assert_same("hardirq_wakees_single_cpu", column).unwrap();
     }
+    // The masks' shape, per boot, from each CPU's count of the I/O queues' interrupts: which
+    // CPUs completed writes at all, not how many each did. How the writes split between the
+    // queues follows how far each fio job got in its 2 s under TCG, and that varies: a queue
+    // took 3 of 1712 completions in one boot, 13 of 2152 in another, each under the 1% from
+    // which the `irq_cpus` metric counts a CPU, and this test failed twice on that while it
+    // asserted `irq_cpus` (2026-12-06: a cold CI run, then the binary alone).
+    //
+    // In every boot recorded here on 2026-12-05 and 2026-12-06 (23 runs, fio's 5 s and 2 s;
+    // 404 boots of each mask shape): with one-CPU masks all 8 CPUs completed writes (CPU 0,
+    // where fio runs no job, through the kernel's own writes, 13 or more; each of fio's CPUs
+    // 21 or more), the busiest at most 27.9%; with 3 queues exactly CPUs 1, 3 and 7 (the
+    // masks 0-1, 2-3 and 4-7: x86 targets one CPU of each), 3 or more each.
     let boots = outcome.record.boots();
     for b in boots {
         let m = &b.samples;
+        let per_cpu = &b.details["scenario"]["irq_per_cpu"];
+        let completing: Vec<usize> = (0..8)
+            .filter(|cpu| per_cpu[cpu.to_string()].as_u64().unwrap_or(0) > 0)
+            .collect();
         let few_queues = b.variant.ends_with(&format!("-{FEW_QUEUES}q"));
         if !few_queues {
-            assert_eq!(
-                m["irq_cpus"], 8.0,
-                "{}: one-CPU masks should spread completions over all 8 CPUs: {m:?}",
+            // fio's jobs run on CPUs 1-7 (the seed's job: every CPU but CPU 0), each
+            // submitting to its own CPU's queue, which completes there.
+            assert!(
+                (1..8).all(|cpu| completing.contains(&cpu)),
+                "{}: with one-CPU masks each of fio's CPUs 1-7 completes its own queue's \
+                 writes; completions per CPU: {per_cpu}",
                 b.variant
             );
             assert!(
@@ -107,8 +126,10 @@ async fn completions_wake_per_cpu_workers_whatever_the_mask_shape() {
             );
         } else {
             assert_eq!(
-                m["irq_cpus"], 3.0,
-                "{}: 3 queues should complete on 3 CPUs, one per mask: {m:?}",
+                completing.len(),
+                3,
+                "{}: 3 queues should complete on 3 CPUs, one per mask; completions per CPU: \
+                 {per_cpu}",
                 b.variant
             );
         }
