@@ -389,7 +389,10 @@ fn bisect_of_kernels_that_do_not_differ_says_nothing_to_bisect() {
     // wide at 10 a side. At 1000 copies a boot that happened in the run of 2026-12-06 (UNKNOWN
     // at 10 a side, p=0.660, then SAME at 9 in a second step), which this test failed while it
     // asserted a single step (the two recorded runs of 2026-12-05 ended in one); at 500 copies
-    // it ended SAME at 9 in one step in both runs that day.
+    // it ended SAME at 9 in one step in both runs that day. In the three cold CI runs after
+    // (2026-12-06, 09:21, 10:32, 11:29): 38, 38 and 18 boots; in the second, one outlier boot
+    // left the means' interval at [-33.4, +8.7] against the magnitude 20 (the shift's [-0.27,
+    // 0]), UNKNOWN at 10 a side, then SAME at 9 in the second step.
     let kinds: Vec<StepKind> = record.steps.iter().map(|s| s.kind).collect();
     assert!(
         kinds.iter().all(|&k| k == StepKind::Endpoints),
