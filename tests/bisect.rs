@@ -392,7 +392,9 @@ fn bisect_of_kernels_that_do_not_differ_says_nothing_to_bisect() {
     // it ended SAME at 9 in one step in both runs that day. In the three cold CI runs after
     // (2026-12-06, 09:21, 10:32, 11:29): 38, 38 and 18 boots; in the second, one outlier boot
     // left the means' interval at [-33.4, +8.7] against the magnitude 20 (the shift's [-0.27,
-    // 0]), UNKNOWN at 10 a side, then SAME at 9 in the second step.
+    // 0]), UNKNOWN at 10 a side, then SAME at 9 in the second step. In the cold run on a 2-core
+    // AMD EPYC (12:34 that day) 14 of 100 boots had the thread on the IRQ CPU: UNKNOWN at both
+    // caps (10, then 40 a side), 100 boots, 243.5 s (README, "Bisect", says how it moves).
     let kinds: Vec<StepKind> = record.steps.iter().map(|s| s.kind).collect();
     assert!(
         kinds.iter().all(|&k| k == StepKind::Endpoints),
