@@ -248,7 +248,16 @@ impl Vm {
         let outcome = tokio::select! {
             r = tokio::time::timeout(spec.boot_timeout, connect) => match r {
                 Ok(Ok(ready)) => Ok(ready),
-                Ok(Err(e)) => Err(e.context(format!("connecting to guest {name}"))),
+                Ok(Err(e)) => {
+                    // A guest that dies drops the agent's connection, and the socket can say so
+                    // before the console has read the panic or QEMU has been reaped: a death
+                    // within the next moment is the cause to name, not the lost connection.
+                    tokio::select! {
+                        state = console.dead() => Err(panicked(&name, &console, state).await),
+                        status = child.child.wait() => Err(exited(&name, &console, status, stderr_task, &stderr_log).await),
+                        _ = tokio::time::sleep(DEATH_GRACE) => Err(e.context(format!("connecting to guest {name}"))),
+                    }
+                }
                 Err(_) => Err(crate::Error::GuestHang {
                     vm: name.clone(),
                     timeout: spec.boot_timeout,
@@ -256,28 +265,8 @@ impl Vm {
                     tail: console.tail_text(),
                 }.into()),
             },
-            state = console.dead() => {
-                let line = match state { ConsoleState::Panicked(l) => l, _ => "console closed".into() };
-                // Give the console a moment to collect the panic's backtrace.
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                Err(crate::Error::GuestPanic {
-                    vm: name.clone(),
-                    line,
-                    log: console.log_path.display().to_string(),
-                    tail: console.tail_text(),
-                }.into())
-            },
-            status = child.child.wait() => {
-                let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
-                // Let the stderr copy finish so the error can quote QEMU's own words.
-                let _ = tokio::time::timeout(Duration::from_secs(1), stderr_task).await;
-                let text = std::fs::read_to_string(&stderr_log).unwrap_or_default();
-                let line = console.tail().into_iter().find(|l| l.contains("Kernel panic"));
-                Err(match line {
-                    Some(line) => crate::Error::GuestPanic { vm: name.clone(), line, log: console.log_path.display().to_string(), tail: console.tail_text() },
-                    None => crate::Error::QemuExited { vm: name.clone(), status, stderr: text.trim().to_string(), log: console.log_path.display().to_string(), tail: console.tail_text() },
-                }.into())
-            },
+            state = console.dead() => Err(panicked(&name, &console, state).await),
+            status = child.child.wait() => Err(exited(&name, &console, status, stderr_task, &stderr_log).await),
         };
         let (qmp, guest, hello) = outcome?;
         tracing::debug!(
@@ -454,4 +443,67 @@ impl Drop for Vm {
         }
         self.devices.clear();
     }
+}
+
+/// How long a boot whose agent connection dropped waits for the console or QEMU to show that the
+/// guest died (both follow the socket within milliseconds; the console reader is a task of its
+/// own).
+const DEATH_GRACE: Duration = Duration::from_secs(2);
+
+/// The error for a guest whose console stopped booting: the panic's line, or the console closed.
+async fn panicked(name: &str, console: &Console, state: ConsoleState) -> anyhow::Error {
+    let line = match state {
+        ConsoleState::Panicked(l) => l,
+        _ => "console closed".into(),
+    };
+    // Give the console a moment to collect the panic's backtrace.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    crate::Error::GuestPanic {
+        vm: name.to_string(),
+        line,
+        log: console.log_path.display().to_string(),
+        tail: console.tail_text(),
+    }
+    .into()
+}
+
+/// The error for a QEMU that exited during boot: the guest's panic where the console has one,
+/// otherwise QEMU's status and its own words on stderr.
+async fn exited(
+    name: &str,
+    console: &Console,
+    status: std::io::Result<std::process::ExitStatus>,
+    stderr_task: tokio::task::JoinHandle<()>,
+    stderr_log: &Path,
+) -> anyhow::Error {
+    let status = status
+        .map(|s| s.to_string())
+        .unwrap_or_else(|e| e.to_string());
+    // Let the stderr copy finish so the error can quote QEMU's own words, and the console
+    // reader reach the end of QEMU's output, where a panic's line would be.
+    let _ = tokio::time::timeout(Duration::from_secs(1), stderr_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), console.dead()).await;
+    let text = std::fs::read_to_string(stderr_log).unwrap_or_default();
+    let log = console.log_path.display().to_string();
+    let tail = console.tail_text();
+    match console
+        .tail()
+        .into_iter()
+        .find(|l| l.contains("Kernel panic"))
+    {
+        Some(line) => crate::Error::GuestPanic {
+            vm: name.to_string(),
+            line,
+            log,
+            tail,
+        },
+        None => crate::Error::QemuExited {
+            vm: name.to_string(),
+            status,
+            stderr: text.trim().to_string(),
+            log,
+            tail,
+        },
+    }
+    .into()
 }
