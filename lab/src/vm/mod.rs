@@ -251,9 +251,10 @@ impl Vm {
                 Ok(Err(e)) => {
                     // A guest that dies drops the agent's connection, and the socket can say so
                     // before the console has read the panic or QEMU has been reaped: a death
-                    // within the next moment is the cause to name, not the lost connection.
+                    // within the next moment is the cause to name, not the lost connection (a
+                    // console that merely closed waits for QEMU's exit and its own words).
                     tokio::select! {
-                        state = console.dead() => Err(panicked(&name, &console, state).await),
+                        state @ ConsoleState::Panicked(_) = console.dead() => Err(panicked(&name, &console, state).await),
                         status = child.child.wait() => Err(exited(&name, &console, status, stderr_task, &stderr_log).await),
                         _ = tokio::time::sleep(DEATH_GRACE) => Err(e.context(format!("connecting to guest {name}"))),
                     }
