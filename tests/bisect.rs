@@ -395,6 +395,8 @@ fn bisect_of_kernels_that_do_not_differ_says_nothing_to_bisect() {
     // 0]), UNKNOWN at 10 a side, then SAME at 9 in the second step. In the cold run on a 2-core
     // AMD EPYC (12:34 that day) 14 of 100 boots had the thread on the IRQ CPU: UNKNOWN at both
     // caps (10, then 40 a side), 100 boots, 243.5 s (README, "Bisect", says how it moves).
+    // With S1's thread started 3 s up (its SETTLE), the same host: SAME at 9 in one step, 18
+    // boots, 67 s.
     let kinds: Vec<StepKind> = record.steps.iter().map(|s| s.kind).collect();
     assert!(
         kinds.iter().all(|&k| k == StepKind::Endpoints),

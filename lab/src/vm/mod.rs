@@ -330,6 +330,17 @@ impl Vm {
         }
     }
 
+    /// Waits until the guest has been up for `uptime` (its `/proc/uptime`; at once when it has):
+    /// one read of the guest's clock, then the rest slept on the host, whose clock a TCG or KVM
+    /// guest's follows.
+    pub async fn wait_for_uptime(&self, uptime: Duration) -> Result<()> {
+        let text = self.sh("cat /proc/uptime").await?;
+        let now = parse_uptime(&text)
+            .with_context(|| format!("guest {}: /proc/uptime read {text:?}", self.name))?;
+        tokio::time::sleep(uptime.saturating_sub(now)).await;
+        Ok(())
+    }
+
     /// Runs a shell command line (`sh -c`) and fails unless it exits 0.
     pub async fn sh(&self, script: &str) -> Result<String> {
         let out = self.exec(&GuestCommand::shell(script)).await?;
@@ -446,6 +457,15 @@ impl Drop for Vm {
     }
 }
 
+/// The uptime in `/proc/uptime`'s text (`12.34 45.67`: seconds up, then idle seconds).
+fn parse_uptime(text: &str) -> Result<Duration> {
+    let first = text.split_whitespace().next().context("it is empty")?;
+    let seconds: f64 = first
+        .parse()
+        .with_context(|| format!("{first:?} is not a number of seconds"))?;
+    Duration::try_from_secs_f64(seconds).with_context(|| format!("{first:?} is not a duration"))
+}
+
 /// How long a boot whose agent connection dropped waits for the console or QEMU to show that the
 /// guest died (both follow the socket within milliseconds; the console reader is a task of its
 /// own).
@@ -507,4 +527,21 @@ async fn exited(
         },
     }
     .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uptime_is_the_first_field_and_nonsense_is_named() {
+        assert_eq!(
+            parse_uptime("3.25 20.10\n").unwrap(),
+            Duration::from_millis(3250)
+        );
+        let err = format!("{:#}", parse_uptime("soon 1.0").unwrap_err());
+        assert!(err.contains("\"soon\""), "{err}");
+        assert!(parse_uptime("").is_err());
+        assert!(parse_uptime("-1.0 0").is_err());
+    }
 }
