@@ -293,7 +293,7 @@ impl Scenario for DmaWakeup {
             .await
             .context("loading dmatest")?;
         trace.start(vm).await?;
-        vm.wait_for_uptime(SETTLE).await?;
+        vm.wait_for_uptime(SETTLE).await;
         let before = Interrupts::read(vm).await?;
         let limit = Duration::from_secs(
             120 + u64::from(dmatest.iterations) * u64::from(dmatest.timeout_ms) / 1000,
