@@ -174,9 +174,9 @@ impl DmaWakeupParams {
 /// TCG each kworker takes milliseconds, preempts the thread or holds the CPU at a wakeup, and the
 /// thread is pulled to another LLC for the rest of the boot. Started at once (1.4-1.9 s up),
 /// that happened in 12 of 40 boots of v6.12 against itself, in both kernels alike, which no
-/// placement verdict can tell from the revert's pull; started 3 s up, in none of 40 (2-core AMD
-/// EPYC, TCG, 500 copies of 128 KiB, 2026-12-06). It costs each boot about 1.5 s of an idle
-/// guest.
+/// placement verdict can tell from the revert's pull; started 3 s up, in 1 of 120 (three runs
+/// of 40; 2-core AMD EPYC, TCG, 500 copies of 128 KiB, 2026-12-06). It costs each boot about
+/// 1.5 s of an idle guest.
 const SETTLE: Duration = Duration::from_secs(3);
 
 impl Scenario for DmaWakeup {
