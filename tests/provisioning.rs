@@ -8,8 +8,12 @@
 //! nothing at all), holding a stand-in `busybox-static` whose `busybox` can be made to hang
 //! while the image is assembled, and for the second test a stand-in Debian kernel package.
 //! The lab finds it through `LAB_DEBIAN_MIRROR`, `LAB_DEBIAN_KEYRING` and a copy of the lock file
-//! without the default image's bundle; QEMU and the kernel come from the cache as in every VM
-//! test. Every process the lab starts carries a marker in its environment, so the test counts
+//! without the default image's bundle; QEMU and the kernel come from the user's cache as in every
+//! VM test, through a cache of the test's own that holds what the stand-ins make (images, the
+//! unpacked kernel, apt states, memos), so no stand-in enters the user's cache (each test checks)
+//! and neither test can remove or replace the other's entries: the old shared-cache clean-up of
+//! one test removed the other's unpacked stand-in kernel while its `lab prepare` still read it,
+//! the quick tier's failure of issue Q2. Every process the lab starts carries a marker in its environment, so the test counts
 //! what outlived the lab (apt-get and its download method, dpkg-deb, the hanging busybox and
 //! its child) whatever their names.
 
@@ -65,12 +69,8 @@ async fn a_lab_killed_while_provisioning_an_image_leaves_nothing_running_or_half
     build_package(&work.path().join("package"), &deb, VERSION);
     let archive = fake_archive(work.path(), &[(PACKAGE, VERSION, deb)]);
     let server = Server::start(archive.root.clone());
-    let cache = lab::cache::Cache::from_env().unwrap();
-    let _cleanup = Cleanup {
-        cache: cache.clone(),
-        mirror: server.url(),
-        marks: vec![format!("{PACKAGE}={VERSION}")],
-    };
+    let own = test_cache();
+    let cache = lab::cache::Cache::at(own.path()).unwrap();
 
     // A copy of the lock without the default image's bundle: the lab resolves it again, from
     // the test's archive (every other bundle stays as locked, so nothing else asks apt).
@@ -90,6 +90,7 @@ async fn a_lab_killed_while_provisioning_an_image_leaves_nothing_running_or_half
     let lab_cmd = |log: &str| {
         let mut cmd = Command::new(&lab_bin);
         cmd.args(["prepare", "--kernels", "v6.12", "--images", "default"])
+            .env("LAB_CACHE_DIR", own.path())
             .env("LAB_DEBIAN_MIRROR", server.url())
             .env("LAB_DEBIAN_KEYRING", &archive.keyring)
             .env("LAB_LOCK_FILE", &lock_path)
@@ -184,6 +185,7 @@ async fn a_lab_killed_while_provisioning_an_image_leaves_nothing_running_or_half
         server.deb_requests(),
         images[0].display()
     );
+    assert_no_stand_in_in_the_users_cache();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -217,12 +219,8 @@ async fn a_locked_package_gone_from_the_archive_is_said_once_and_a_warm_start_as
         ],
     );
     let server = Server::start(archive.root.clone());
-    let cache = lab::cache::Cache::from_env().unwrap();
-    let _cleanup = Cleanup {
-        cache: cache.clone(),
-        mirror: server.url(),
-        marks: vec![NEWER_VERSION.to_string(), KERNEL_PACKAGE.to_string()],
-    };
+    let own = test_cache();
+    let cache = lab::cache::Cache::at(own.path()).unwrap();
 
     // A copy of the lock whose default image and Debian kernel bundles pin the gone versions
     // (checksums no archive has: they are never compared, the versions being gone).
@@ -257,6 +255,7 @@ async fn a_locked_package_gone_from_the_archive_is_said_once_and_a_warm_start_as
         let status = Command::new(&lab_bin)
             // The default image only (not the further ones `prepare` builds by default).
             .args(["prepare", "--kernels", "debian", "--images", "default"])
+            .env("LAB_CACHE_DIR", own.path())
             .env("LAB_DEBIAN_MIRROR", server.url())
             .env("LAB_DEBIAN_KEYRING", &archive.keyring)
             .env("LAB_LOCK_FILE", &lock_path)
@@ -329,47 +328,46 @@ async fn a_locked_package_gone_from_the_archive_is_said_once_and_a_warm_start_as
         1,
         "the image of the substitute package, built once"
     );
+    assert_no_stand_in_in_the_users_cache();
 }
 
-/// Removes, pass or fail, the cache entries only this test can use: images, unpacked Debian
-/// kernels and resolution memos naming a stand-in package (`marks`: `name=version` as an
-/// image's manifest has it, or a package name), and the apt state of the test's archive (the
-/// lock copy and the archive go with the test's temporary directory). Another test's entries
-/// (the two tests may run at once) name other versions and another archive.
-struct Cleanup {
-    cache: lab::cache::Cache,
-    mirror: String,
-    marks: Vec<String>,
+/// The test's own cache ([`common::own_cache`]): the user's QEMU, kernels and the rest shared,
+/// its own guest images, unpacked Debian kernels and apt states (what it builds from its
+/// stand-in packages), and a copy of the memos (the stand-ins' resolutions and file digests are
+/// written there). The user's memos answer what the lab asks of the bundles the test keeps as
+/// locked (QEMU's, the kernel sources'), so no apt state of the real archive is needed.
+fn test_cache() -> tempfile::TempDir {
+    common::own_cache(&["images", "debian-kernels", "apt"], &["memo"])
 }
 
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let names = |path: &Path| {
-            fs::read_to_string(path).is_ok_and(|t| self.marks.iter().any(|m| t.contains(m)))
-        };
-        for image in entries(&self.cache.dir("images")) {
-            if names(&image.join("manifest.json")) {
-                fs::remove_dir_all(image).ok();
-            }
-        }
-        for kernel in entries(&self.cache.dir("debian-kernels")) {
-            if kernel
-                .join("boot")
-                .join(format!("vmlinuz-{KERNEL_RELEASE}"))
-                .exists()
-            {
-                fs::remove_dir_all(kernel).ok();
-            }
-        }
-        for memo in entries(&self.cache.root().join("memo/resolved-bundles")) {
-            if names(&memo) {
-                fs::remove_file(memo).ok();
-            }
-        }
-        for dir in apt_states_of(&self.cache, &self.mirror) {
-            fs::remove_dir_all(dir).ok();
-        }
+/// The user's cache holds no stand-in of these tests: no image built from a `-lab` package, no
+/// unpacked `-lab` Debian kernel, no memo naming either.
+fn assert_no_stand_in_in_the_users_cache() {
+    let user = lab::cache::Cache::from_env().unwrap();
+    let names_one = |path: &Path| {
+        fs::read_to_string(path).is_ok_and(|t| {
+            [VERSION, NEWER_VERSION, KERNEL_PACKAGE, KERNEL_RELEASE]
+                .iter()
+                .any(|m| t.contains(m))
+        })
+    };
+    let mut found: Vec<PathBuf> = entries(&user.dir("images"))
+        .into_iter()
+        .filter(|image| names_one(&image.join("manifest.json")))
+        .collect();
+    found.extend(
+        entries(&user.dir("debian-kernels"))
+            .into_iter()
+            .filter(|k| k.join(format!("boot/vmlinuz-{KERNEL_RELEASE}")).exists()),
+    );
+    for kind in entries(&user.root().join("memo")) {
+        found.extend(entries(&kind).into_iter().filter(|m| names_one(m)));
     }
+    assert!(
+        found.is_empty(),
+        "stand-ins of the provisioning tests in the user's cache {}: {found:?}",
+        user.root().display()
+    );
 }
 
 /// The cache's private apt states that read the archive at `mirror`.

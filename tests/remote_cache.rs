@@ -149,24 +149,10 @@ fn free_port(host: &str) -> u16 {
     listener.local_addr().unwrap().port()
 }
 
-/// A temp cache whose every top-level directory but `own` links to the host's cache (its locks
-/// included).
+/// A temp cache whose every top-level directory but `own` links to the host's cache
+/// ([`common::own_cache`]).
 fn cache_sharing_all_but(own: &[&str]) -> tempfile::TempDir {
-    let shared = lab::cache::Cache::from_env().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(shared.root()).unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        // `.locks` too: a lab on this cache sweeps the staging dirs of the shared kinds whose
-        // locks are free, so it must see the shared cache's locks (a live build's, a push's).
-        if own.contains(&name.as_str()) || (name.starts_with('.') && name != ".locks") {
-            continue;
-        }
-        std::os::unix::fs::symlink(entry.path(), dir.path().join(&name)).unwrap();
-    }
-    for kind in own {
-        std::fs::create_dir_all(dir.path().join(kind)).unwrap();
-    }
-    dir
+    common::own_cache(own, &[])
 }
 
 /// Runs the lab binary with `env` (`LAB_CACHE_*`; `LAB_CACHE_PUSH` always removed).

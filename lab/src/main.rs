@@ -221,6 +221,15 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             } else {
                 args
             };
+            if let Some(selected) = lab::nextest::select(&args)? {
+                match selected.before_run() {
+                    Some(line) => eprintln!("{line}"),
+                    None => {
+                        eprint!("{}", selected.why_none());
+                        return Ok(lab::nextest::NO_TESTS_RUN);
+                    }
+                }
+            }
             let run = lab::nextest::test_suite(&args)?;
             match &run.skips {
                 Some(Ok(marked)) => print!("{marked}"),

@@ -18,6 +18,9 @@ use semver::Version;
 
 use crate::report::junit::MarkedFile;
 
+mod selection;
+pub use selection::Selection;
+
 /// The nextest configuration, relative to the workspace root.
 pub(crate) const CONFIG: &str = ".config/nextest.toml";
 
@@ -222,11 +225,25 @@ impl TestRun {
     }
 }
 
-/// `lab test ARGS`: cargo-nextest installed where needed, the suite run in this checkout with
-/// ARGS, its report's skipped parts marked. Call it on the main thread (see `run`).
-pub fn test_suite(args: &[String]) -> Result<TestRun> {
+/// `lab test ARGS`' first step: cargo-nextest installed where needed, then what the run would
+/// run (see [`selection`]); `None` when nextest could not list it (a build error: the run
+/// reports it).
+pub fn select(args: &[String]) -> Result<Option<Selection>> {
     let cargo = cargo();
     ensure_installed(&cargo, &repository_version()?)?;
+    let profile = profile_of(args, std::env::var("NEXTEST_PROFILE").ok().as_deref());
+    Ok(selection::ask(
+        &cargo,
+        &crate::repo_path(""),
+        args,
+        &profile,
+    ))
+}
+
+/// `lab test ARGS` after [`select`]: the suite run in this checkout with ARGS, its report's
+/// skipped parts marked. Call it on the main thread (see `run`).
+pub fn test_suite(args: &[String]) -> Result<TestRun> {
+    let cargo = cargo();
     let run = run(&cargo, &crate::repo_path(""), args)?;
     let code = run.status.code().unwrap_or_else(|| {
         use std::os::unix::process::ExitStatusExt;
@@ -241,6 +258,9 @@ pub fn test_suite(args: &[String]) -> Result<TestRun> {
 }
 
 pub use crate::bench::suite::QUICK_PROFILE;
+
+/// The exit code of a `lab test` that runs nothing: nextest's own for that (`NO_TESTS_RUN`).
+pub const NO_TESTS_RUN: i32 = 4;
 
 /// `lab test --quick ARGS`: ARGS run under the quick tier's profile; an error if ARGS name
 /// another profile.

@@ -29,7 +29,8 @@ fn required() -> String {
 
 /// A cargo that answers `nextest --version` with the version in `state/installed` (none: "no
 /// such command"), "installs" by writing that file (or fails when `state/install-fails`
-/// exists), and for `nextest run` records its directory and pid, writes `state/junit.xml` as
+/// exists), answers `nextest list` with `state/list.json` (else one test to run), and for
+/// `nextest run` records its directory and pid, writes `state/junit.xml` as
 /// the profile's report under `CARGO_TARGET_DIR`, and exits with `state/exit` (or, with
 /// `state/hang`, waits for a signal and records it). Every call is appended to `state/calls`.
 const FAKE_CARGO: &str = r#"#!/bin/bash
@@ -43,6 +44,10 @@ fi
 if [ "$1 $2" = "nextest --version" ]; then
   [ -f "$state/installed" ] || { echo 'error: no such command: `nextest`' >&2; exit 101; }
   echo "cargo-nextest $(cat "$state/installed") (fake 2026-12-01)"
+  exit 0
+fi
+if [ "$1 $2" = "nextest list" ]; then
+  if [ -f "$state/list.json" ]; then cat "$state/list.json"; else echo "$ONE_TO_RUN"; fi
   exit 0
 fi
 if [ "$1 $2" = "nextest run" ]; then
@@ -61,6 +66,9 @@ fi
 echo "fake cargo: unexpected call: $*" >&2
 exit 99
 "#;
+
+/// `nextest list --message-format json` with one test to run.
+const ONE_TO_RUN: &str = r#"{"test-count":1,"rust-suites":{"lab-scenarios::vm":{"testcases":{"boots":{"ignored":false,"filter-match":{"status":"matches"}}}}}}"#;
 
 const JUNIT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
 <testsuites name="nextest-run" tests="2" skipped="0" failures="0" errors="0" time="2.0">
@@ -124,6 +132,7 @@ impl Fake {
             .env("FAKE_STATE", self.dir.path())
             .env("FAKE_PROFILE", profile)
             .env("FAKE_INSTALLS", required())
+            .env("ONE_TO_RUN", ONE_TO_RUN)
             .env_remove("NEXTEST_PROFILE")
             .env_remove("LAB_NO_INSTALL");
         cmd
@@ -156,6 +165,7 @@ fn a_machine_without_nextest_gets_it_installed_and_the_run_passes_through() {
             "nextest --version".to_string(),
             format!("install --locked cargo-nextest@{version}"),
             "nextest --version".to_string(),
+            "nextest list --workspace --message-format json --profile ci -E binary(vm)".to_string(),
             "nextest run --workspace --profile ci -E binary(vm)".to_string(),
         ],
         "{}",
@@ -190,11 +200,53 @@ fn a_machine_without_nextest_gets_it_installed_and_the_run_passes_through() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(
         fake.calls(),
-        ["nextest --version", "nextest run --workspace"],
+        [
+            "nextest --version",
+            "nextest list --workspace --message-format json",
+            "nextest run --workspace"
+        ],
         "{}",
         text(&out)
     );
     assert!(fake.junit("default").is_file());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("lab test: 1 test(s) to run; 1 of them after"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn a_filter_that_leaves_nothing_to_run_says_why_at_once_and_runs_nothing() {
+    let fake = Fake::new();
+    fake.set("installed", &required());
+    // What nextest lists for `--profile quick -E 'binary(remote_cache)'`: the binary's tests,
+    // every one outside the quick profile's default filter.
+    fake.set(
+        "list.json",
+        r#"{"rust-suites":{"lab-scenarios::remote_cache":{"testcases":{
+            "a_pushed_kernel_boots":{"ignored":false,"filter-match":{"status":"mismatch","reason":"default-filter"}}}},
+          "lab":{"testcases":{"cache::tests::x":{"ignored":false,"filter-match":{"status":"mismatch","reason":"expression"}}}}}}"#,
+    );
+    let out = fake.run(
+        "quick",
+        &["--profile", "quick", "-E", "binary(remote_cache)"],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for said in [
+        "lab test: no test to run with these arguments",
+        "the `quick` profile's default-filter (.config/nextest.toml) leaves out 1 test(s)",
+        "lab-scenarios::remote_cache a_pushed_kernel_boots",
+    ] {
+        assert!(stderr.contains(said), "{said:?} not in {}", text(&out));
+    }
+    assert!(
+        !fake.calls().iter().any(|c| c.starts_with("nextest run")),
+        "{:?}",
+        fake.calls()
+    );
 }
 
 #[test]

@@ -3,6 +3,11 @@
 
 use std::time::Duration;
 
+mod own_cache;
+// Each test binary compiles this module; most use none of the stand-in helpers.
+#[allow(unused_imports)]
+pub use own_cache::own_cache;
+
 use lab::experiment::{Experiment, Outcome, Scenario};
 use lab::Lab;
 
