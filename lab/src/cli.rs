@@ -118,12 +118,14 @@ pub enum Cmd {
         /// `engine=ptdma`, `dmatest.polled=true` (a variant's own `@set=` wins).
         #[arg(long = "set", value_name = "PARAM=VALUE", value_parser = parse_set)]
         set: Vec<(String, String)>,
-        /// Exactly N boots per variant (one boot is one sample; SAME needs 9 or more). Without
+        /// Exactly N boots per variant (one boot is one sample; SAME needs 9 or more, 19 or 39
+        /// on a share decided within 10 or 5 points). Without
         /// it the run starts with 5 per variant and adds boots while a primary verdict is
         /// UNKNOWN.
         #[arg(long, value_name = "N", conflicts_with = "max_repetitions")]
         repetitions: Option<usize>,
-        /// The most boots per variant an adaptive run may take (default 10).
+        /// The most boots per variant an adaptive run may take (default 10, or the 19 or 39
+        /// SAME needs on a share decided within 10 or 5 points).
         #[arg(long, value_name = "N")]
         max_repetitions: Option<usize>,
         /// Decide the comparison on METRIC instead of the scenario's primary metric, with the

@@ -148,6 +148,9 @@ pub struct Experiment<S: Scenario> {
     pub(crate) variants: Vec<Variant>,
     /// Boots per variant: fixed, or adaptive on the primary verdicts (the default).
     pub(crate) repetitions: Repetitions,
+    /// Whether the caller chose `repetitions`: the default's cap is raised to what SAME needs
+    /// on the primaries ([`Experiment::schedule`]), a chosen one is kept.
+    pub(crate) repetitions_chosen: bool,
     /// The metrics the comparison is decided on, with the smallest change that matters (`None`:
     /// the metric's own); empty: the scenario's primaries.
     pub(crate) primaries: Vec<(String, Option<Magnitude>)>,
@@ -242,6 +245,7 @@ impl<S: Scenario> Experiment<S> {
             name: scenario.name().to_string(),
             variants: scenario.default_variants(),
             repetitions: Repetitions::default(),
+            repetitions_chosen: false,
             primaries: Vec::new(),
             extra_primaries: Vec::new(),
             seed: None,
@@ -273,6 +277,7 @@ impl<S: Scenario> Experiment<S> {
     /// Exactly `n` boots per variant, whatever the verdicts.
     pub fn repetitions(mut self, n: usize) -> Self {
         self.repetitions = Repetitions::Fixed(n);
+        self.repetitions_chosen = true;
         self
     }
 
@@ -280,7 +285,19 @@ impl<S: Scenario> Experiment<S> {
     /// `cap` per variant.
     pub fn adaptive(mut self, initial: usize, cap: usize) -> Self {
         self.repetitions = Repetitions::Adaptive { initial, cap };
+        self.repetitions_chosen = true;
         self
+    }
+
+    /// The schedule the run follows on `definition` (the comparison without samples): the one
+    /// chosen, else the default with its cap raised to the boots SAME needs on the primaries
+    /// (19 a side at 10 points of a share, 39 at 5), so every verdict stays within reach.
+    pub(crate) fn schedule(&self, definition: &Comparison) -> Repetitions {
+        if self.repetitions_chosen {
+            self.repetitions
+        } else {
+            self.repetitions.reaching(definition.same_min_boots())
+        }
     }
 
     /// Decides the comparison on `metric` with `magnitude` as the smallest change that
@@ -600,7 +617,8 @@ impl<S: Scenario> Experiment<S> {
         arms: &[Arm<S::Params>],
     ) -> (DecisionPoint, Option<(Vec<usize>, usize)>) {
         let have = self.valid_boots(record, arms);
-        DecisionPoint::after_stage(record.comparison(), self.repetitions, self.until, &have)
+        let schedule = self.schedule(record.comparison());
+        DecisionPoint::after_stage(record.comparison(), schedule, self.until, &have)
     }
 
     /// The comparison's variants and metrics, without samples; the experiment's primaries (or
@@ -610,10 +628,6 @@ impl<S: Scenario> Experiment<S> {
             self.name.clone(),
             self.variants.iter().map(|v| v.name.clone()),
         )?;
-        c.set_plan(crate::stats::Plan {
-            looks: self.repetitions.looks(),
-            exclusive: self.exclusive,
-        });
         let metrics = self.scenario.metrics();
         for m in &metrics {
             c.add_metric(&m.name, &m.unit, m.direction, m.magnitude)?;
@@ -637,6 +651,10 @@ impl<S: Scenario> Experiment<S> {
                 )
             })?;
         }
+        c.set_plan(crate::stats::Plan {
+            looks: self.schedule(&c).looks(),
+            exclusive: self.exclusive,
+        });
         Ok(c)
     }
 
@@ -671,7 +689,8 @@ impl<S: Scenario> Experiment<S> {
         manifest.picture = self.scenario.picture();
         manifest.parameters = json!({
             "scenario": self.scenario.name(),
-            "repetitions": self.repetitions,
+            // The schedule followed: the default's cap raised where SAME needs more boots.
+            "repetitions": self.schedule(&self.definition()?),
             "until": self.until,
             "seed": seed,
             "order": format!("stages of randomized Williams rounds, seed {seed}"),

@@ -8,6 +8,8 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Binomial, Distribution, Normal, StudentT};
 use statrs::distribution::{Continuous, ContinuousCDF};
 
+use crate::stats::{Magnitude, Range};
+
 /// A seeded generator: the same seed gives the same boots in every release (Xoshiro256++ is
 /// specified, not an implementation detail).
 pub(crate) type Rng = Xoshiro256PlusPlus;
@@ -61,9 +63,20 @@ pub(crate) enum Shape {
     /// A share at 0 in 60% of boots and 60-90% in the rest (mean 30); a change moves boots
     /// from the cluster to 0 (1.5x: all at 0). Point masses hide it from the typical boot.
     ZerosAndACluster,
-    /// A share near 0 (0 in 70% of boots, else up to 10%); a change puts a share of the boots at
-    /// 100 (1.5x: 30% of them). The typical boot does not move at all.
-    RareJumps,
+    /// A share near 0 (0 in 70% of boots, else up to 10%) with a smallest change of
+    /// `magnitude` points; a change puts a share of the boots at 100 (1.5x: 30% of them at 20
+    /// points, 15% at S3's 10, 7.6% at S5's 5). The typical boot does not move at all.
+    RareJumps { magnitude: f64 },
+    /// S3's primary (one-CPU wakees): a share near 90% (N(90, 3)), magnitude 10 points; a change
+    /// sends a share of the boots to 0 (1.5x: 16.7% of them).
+    S3Like,
+    /// S5's busiest CPU with 4 queues: a share near 30% (N(30, 3)), magnitude 5 points; a change
+    /// sends a share of the boots to 100 (1.5x: 10.7% of them).
+    S5Like,
+    /// S2's times: lognormal (median 100, sigma 0.1), magnitude half the base's mean, no upper
+    /// bound; a change multiplies a share of the boots by `factor` (1.5x: 5% of them by 16, or
+    /// 10% by 8.5). No boot count bounds SAME's error here: the lab's stated limit.
+    LognormalJumps { factor: f64 },
     /// A share counted in sixths (6 events a boot, each 30% likely): many ties; a change makes
     /// each event more likely.
     Sixths,
@@ -80,39 +93,91 @@ pub(crate) struct Host {
     spread: f64,
 }
 
+/// S3-like and S5-like boots' level (points) before a change moves some of them.
+const S3_LEVEL: f64 = 90.0;
+const S5_LEVEL: f64 = 30.0;
+
+/// The lognormal times: log-scale spread and the magnitude relative to the base's mean.
+const LOGNORMAL_SIGMA: f64 = 0.1;
+const LOGNORMAL_RELATIVE: f64 = 0.5;
+
+/// The lognormal times' mean: median 100 times exp(sigma^2 / 2).
+fn lognormal_mean() -> f64 {
+    100.0 * (LOGNORMAL_SIGMA * LOGNORMAL_SIGMA / 2.0).exp()
+}
+
 /// The S1-like revert's boots.
 const REVERT_MEAN: f64 = 85.0;
 const REVERT_SPREAD: f64 = 10.0;
 
 impl Shape {
     /// Every shape the verdicts' table covers.
-    pub(crate) const ALL: [Shape; 8] = [
+    pub(crate) const ALL: [Shape; 14] = [
         Shape::Normal { spread: 0.5 },
         Shape::Normal { spread: 1.0 },
         Shape::Normal { spread: 2.0 },
         Shape::HeavyTailed,
         Shape::ZerosAndACluster,
-        Shape::RareJumps,
+        Shape::RareJumps { magnitude: 20.0 },
+        Shape::RareJumps { magnitude: 10.0 },
+        Shape::RareJumps { magnitude: 5.0 },
         Shape::Sixths,
         Shape::S1Like,
+        Shape::S3Like,
+        Shape::S5Like,
+        Shape::LognormalJumps { factor: 16.0 },
+        Shape::LognormalJumps { factor: 8.5 },
     ];
+
+    /// Whether the verdicts' targets hold on this shape: every shape but the unbounded times
+    /// whose change a few boots carry, where no boot count bounds SAME's error (the lab's
+    /// stated limit, measured beside the targets).
+    pub(crate) fn held_to_targets(self) -> bool {
+        !matches!(self, Shape::LognormalJumps { .. })
+    }
 
     pub(crate) fn name(self) -> String {
         match self {
             Shape::Normal { spread } => format!("normal sd {spread}m"),
             Shape::HeavyTailed => "t(2) 0.5m".to_string(),
             Shape::ZerosAndACluster => "0s + cluster".to_string(),
-            Shape::RareJumps => "rare jumps".to_string(),
+            Shape::RareJumps { magnitude: 20.0 } => "rare jumps".to_string(),
+            Shape::RareJumps { magnitude } => format!("rare jumps {magnitude}"),
+            Shape::S3Like => "S3-like".to_string(),
+            Shape::S5Like => "S5-like".to_string(),
+            Shape::LognormalJumps { factor } => format!("lognormal x{factor}"),
             Shape::Sixths => "sixths".to_string(),
             Shape::S1Like => "S1-like".to_string(),
         }
     }
 
-    /// The smallest change that matters: 1 for the unitless shapes, 20 points for shares.
+    /// The smallest change that matters, in the metric's unit: 1 for the unitless shapes, 20
+    /// points for shares (S3's 10, S5's 5), half the base's mean for the lognormal times.
     pub(crate) fn magnitude(self) -> f64 {
         match self {
             Shape::Normal { .. } | Shape::HeavyTailed => 1.0,
+            Shape::RareJumps { magnitude } => magnitude,
+            Shape::S3Like => 10.0,
+            Shape::S5Like => 5.0,
+            Shape::LognormalJumps { .. } => LOGNORMAL_RELATIVE * lognormal_mean(),
             _ => 20.0,
+        }
+    }
+
+    /// The magnitude as the comparison declares it (relative for the lognormal times).
+    pub(crate) fn declared_magnitude(self) -> Magnitude {
+        match self {
+            Shape::LognormalJumps { .. } => Magnitude::relative(LOGNORMAL_RELATIVE),
+            _ => Magnitude::Absolute(self.magnitude()),
+        }
+    }
+
+    /// The values the metric can take: shares 0-100, times from 0, the rest any.
+    pub(crate) fn range(self) -> Range {
+        match self {
+            Shape::Normal { .. } | Shape::HeavyTailed => Range::ANY,
+            Shape::LognormalJumps { .. } => Range::NON_NEGATIVE,
+            _ => Range::PERCENT,
         }
     }
 
@@ -158,13 +223,36 @@ impl Shape {
                     0.0
                 }
             }
-            Shape::RareJumps => {
+            Shape::RareJumps { .. } => {
                 if rng.random::<f64>() < change / 98.5 {
                     100.0
                 } else if rng.random::<f64>() < 0.7 {
                     0.0
                 } else {
                     10.0 * rng.random::<f64>()
+                }
+            }
+            Shape::S3Like => {
+                if rng.random::<f64>() < change / S3_LEVEL {
+                    0.0
+                } else {
+                    (S3_LEVEL + 3.0 * standard_normal(rng)).clamp(0.0, 100.0)
+                }
+            }
+            Shape::S5Like => {
+                if rng.random::<f64>() < change / (100.0 - S5_LEVEL) {
+                    100.0
+                } else {
+                    (S5_LEVEL + 3.0 * standard_normal(rng)).clamp(0.0, 100.0)
+                }
+            }
+            Shape::LognormalJumps { factor } => {
+                let boot = 100.0 * (LOGNORMAL_SIGMA * standard_normal(rng)).exp();
+                let moved = truth.size() * LOGNORMAL_RELATIVE / (factor - 1.0);
+                if rng.random::<f64>() < moved {
+                    boot * factor
+                } else {
+                    boot
                 }
             }
             Shape::Sixths => {
@@ -186,8 +274,15 @@ impl Shape {
     pub(crate) fn mean_difference(self, host: Host, truth: Truth) -> f64 {
         let change = truth.size() * self.magnitude();
         match self {
-            Shape::Normal { .. } | Shape::HeavyTailed | Shape::RareJumps | Shape::Sixths => change,
+            Shape::Normal { .. }
+            | Shape::HeavyTailed
+            | Shape::RareJumps { .. }
+            | Shape::Sixths
+            | Shape::LognormalJumps { .. } => change,
             Shape::ZerosAndACluster => -change,
+            // The moved boots leave the clipped normal's mean for 0 or 100.
+            Shape::S3Like => -change / S3_LEVEL * clipped_mean(S3_LEVEL, 3.0),
+            Shape::S5Like => change / (100.0 - S5_LEVEL) * (100.0 - clipped_mean(S5_LEVEL, 3.0)),
             Shape::S1Like => {
                 let base = clipped_mean(host.base_mean, host.spread);
                 let variant = match truth {
@@ -233,7 +328,13 @@ mod tests {
                 };
                 let got = mean(&mut r, truth) - mean(&mut r, Truth::Magnitudes(0.0));
                 let want = shape.mean_difference(host, truth);
-                let tolerance = 0.05 * shape.magnitude();
+                // The lognormal jumps' few boots at 8.5-16 times the rest spread the means most.
+                // A point for the shares whose change is a few boots at 0 or 100.
+                let tolerance = match shape {
+                    Shape::LognormalJumps { .. } => 0.2 * shape.magnitude(),
+                    Shape::RareJumps { .. } | Shape::S3Like | Shape::S5Like => 1.0,
+                    _ => 0.05 * shape.magnitude(),
+                };
                 assert!(
                     (got - want).abs() < tolerance,
                     "{} {truth:?}: drawn {got}, stated {want}",

@@ -277,6 +277,19 @@ impl Comparison {
         self.metrics.iter().filter(|m| m.primary)
     }
 
+    /// The boots a side SAME needs on every primary metric ([`crate::stats::same_min_boots`]:
+    /// more than the usual 9 where an absolute magnitude is small against a bounded range); a
+    /// relative magnitude, whose size in units comes with the base's boots, counts as 9.
+    pub fn same_min_boots(&self) -> usize {
+        self.primaries()
+            .map(|m| match m.magnitude {
+                Magnitude::Absolute(x) => crate::stats::same_min_boots(x, m.range),
+                Magnitude::Relative { .. } => crate::stats::SAME_MIN_BOOTS,
+            })
+            .max()
+            .unwrap_or(crate::stats::SAME_MIN_BOOTS)
+    }
+
     /// Declares a metric with the smallest change that matters for it (in `unit`, e.g. 2.0 for
     /// two percentage points, or [`Magnitude::relative`]).
     pub(crate) fn add_metric(
@@ -461,7 +474,8 @@ impl Comparison {
         }
         let base = self.samples(metric, self.base_of(variant))?;
         let other = self.samples(metric, variant)?;
-        decide(base, other, m.magnitude).map_err(|source| self.stats(metric, variant, source))
+        decide(base, other, m.magnitude, m.range)
+            .map_err(|source| self.stats(metric, variant, source))
     }
 
     /// Every primary metric's verdict for every variant but the bases, in table order: each
@@ -490,6 +504,7 @@ impl Comparison {
                         base: samples_of(m, base),
                         variant: samples_of(m, v),
                         magnitude: m.magnitude,
+                        range: m.range,
                     }
                 })
                 .collect();

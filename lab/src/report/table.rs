@@ -270,8 +270,9 @@ impl Table {
             lines.push(format!(
                 "primary: DIFFERENT when p (Mann-Whitney, exact, adjusted for every look and \
                  primary decision) <= {} and the shift exceeds the magnitude; SAME after {} or \
-                 more boots a side when the {}% intervals of the shift and of the means lie \
-                 inside ±magnitude; otherwise UNKNOWN",
+                 more boots a side (more where the magnitude is small against a bounded range: \
+                 19 at 10 points of a share, 39 at 5) when the {}% intervals of the shift and \
+                 of the means lie inside ±magnitude; otherwise UNKNOWN",
                 crate::stats::DIFFERENT_ALPHA,
                 crate::stats::SAME_MIN_BOOTS,
                 SAME_CONFIDENCE * 100.0

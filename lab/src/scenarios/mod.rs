@@ -272,6 +272,8 @@ fn experiment<S: Scenario>(scenario: S, request: &Request) -> Experiment<S> {
             .unwrap_or(experiment.repetitions.initial())
             .min(cap);
         experiment = experiment.adaptive(initial, cap);
+        // Only a start asked for: the cap stays the default's, raised where SAME needs more.
+        experiment.repetitions_chosen = request.max_repetitions.is_some();
     }
     for (metric, magnitude) in &request.primaries {
         experiment.primaries.push((metric.clone(), *magnitude));

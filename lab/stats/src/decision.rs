@@ -7,8 +7,9 @@
 //!   It says "significant, and the estimate beyond the magnitude", not "beyond the magnitude
 //!   with confidence": a true change a little under the magnitude is sometimes DIFFERENT (how
 //!   often is `lab bench verdicts`' 0.8x column).
-//! - SAME: after at least [`SAME_MIN_BOOTS`] boots a side, the [`SAME_CONFIDENCE`] intervals of
-//!   both the shift (the typical boot) and the difference of the means lie inside ±magnitude.
+//! - SAME: after at least [`same_min_boots`] boots a side ([`SAME_MIN_BOOTS`], more for a small
+//!   magnitude on a bounded metric), the [`SAME_CONFIDENCE`] intervals of both the shift (the
+//!   typical boot) and the difference of the means lie inside ±magnitude.
 //! - UNKNOWN: neither; more boots may decide it.
 
 use serde::{Deserialize, Serialize};
@@ -25,13 +26,40 @@ pub const DIFFERENT_ALPHA: f64 = 0.01;
 /// change right at the magnitude pass as SAME in 10-12% of simulated runs).
 pub const SAME_CONFIDENCE: f64 = 0.95;
 
-/// SAME needs at least this many boots a side. A change can live in a minority of boots (a
-/// thread the balancer moves in some boots, a device that fails now and then) and leave the
-/// typical boot and the boots seen so far alike: a change carried by 30% of the boots is
-/// missing from all of 8 boots in 5.8% of runs, from all of 9 in 4.0%. With fewer, SAME would
-/// let such a change through more often than the 5% `lab bench verdicts` holds it to (its
-/// point-mass rows); more boots cannot help a change carried by fewer boots than that.
+/// SAME needs at least this many boots a side, whatever the metric. A change can live in a
+/// minority of boots (a thread the balancer moves in some boots, a device that fails now and
+/// then) and leave the typical boot and the boots seen so far alike: a change carried by 30%
+/// of the boots is missing from all of 8 boots in 5.8% of runs, from all of 9 in 4.0%. A
+/// metric with a bounded range needs more where its magnitude is small against that range
+/// ([`same_min_boots`]); for an unbounded one this is the limit: a change of 1.5 magnitudes
+/// carried by fewer than 30% of the boots can pass as SAME more often than 5% (`lab bench
+/// verdicts`' lognormal rows measure how often).
 pub const SAME_MIN_BOOTS: usize = 9;
+
+/// The size of change, in magnitudes, that SAME's minimum keeps from passing as SAME in more
+/// than [`SAME_MISS`] of runs however few boots carry it (`lab bench verdicts`' 1.5x column).
+pub const SAME_GUARDED_SIZE: f64 = 1.5;
+
+/// The chance [`same_min_boots`] allows that no boot of the variant shows such a change.
+pub const SAME_MISS: f64 = 0.05;
+
+/// The fewest boots a side SAME needs on a metric with smallest change `magnitude` (in the
+/// metric's unit) and values in `range`. A change of the mean by [`SAME_GUARDED_SIZE`]
+/// magnitudes carried by a share `q` of the boots moves each of them by at most the range's
+/// width `w`, so `q >= 1.5 M / w`; all of `n` boots miss it with chance `(1 - q)^n`, at most
+/// [`SAME_MISS`] from `n >= ln 0.05 / ln(1 - 1.5 M / w)`: 9 boots at 20 points of a share, 19
+/// at 10, 39 at 5. A boot that does carry it puts the means' interval past the magnitude.
+/// Unbounded metrics (and magnitudes of a third of the range or more): [`SAME_MIN_BOOTS`].
+pub fn same_min_boots(magnitude: f64, range: super::Range) -> usize {
+    let width = range.high - range.low;
+    let q = SAME_GUARDED_SIZE * magnitude / width;
+    if !(q.is_finite() && q > 0.0 && q < 1.0) {
+        return SAME_MIN_BOOTS;
+    }
+    let n = (SAME_MISS.ln() / (1.0 - q).ln()).ceil();
+    // Past a million boots SAME is unreachable in practice; the cap keeps the cast exact.
+    (n.min(1e6) as usize).max(SAME_MIN_BOOTS)
+}
 
 /// The smallest change of a metric that matters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -119,7 +147,7 @@ pub enum Decision {
     /// A change is shown (1% family-wise) and its estimate is beyond the magnitude.
     Different,
     /// The typical boot and the mean are within the magnitude of the base's (95%), after at
-    /// least [`SAME_MIN_BOOTS`] boots a side.
+    /// least [`same_min_boots`] boots a side.
     Same,
     /// Neither yet: more boots may decide it.
     Unknown,
@@ -176,11 +204,19 @@ pub struct Verdict {
     pub n_variant: usize,
     /// Difference of the means, for the reader.
     pub mean_difference: f64,
+    /// The boots a side SAME needs on this metric ([`same_min_boots`]; records written before
+    /// it: [`SAME_MIN_BOOTS`]).
+    #[serde(default = "default_same_min_boots")]
+    pub same_min_boots: usize,
+}
+
+fn default_same_min_boots() -> usize {
+    SAME_MIN_BOOTS
 }
 
 impl Verdict {
     /// Boots per variant that would probably decide an UNKNOWN comparison at this spread: for
-    /// SAME when the shift is inside the magnitude (never fewer than [`SAME_MIN_BOOTS`]), for
+    /// SAME when the shift is inside the magnitude (never fewer than its `same_min_boots`), for
     /// DIFFERENT when it is outside. A normal approximation (pooled standard deviation, the
     /// rank tests' efficiency of about 0.95 is ignored, the DIFFERENT level that of one look
     /// with a tenth of the error, about what the last looks of a schedule get), for the message
@@ -208,7 +244,7 @@ impl Verdict {
             (z(1.0 - DIFFERENT_ALPHA / 20.0), self.shift.abs())
         };
         let n = 2.0 * ((alpha_z + z(0.8)) * pooled / effect).powi(2);
-        let floor = if same { SAME_MIN_BOOTS } else { 0 };
+        let floor = if same { self.same_min_boots } else { 0 };
         Some(
             (n.ceil() as usize)
                 .max(self.n_base.max(self.n_variant) + 1)
@@ -268,5 +304,25 @@ mod tests {
         // What SAME_MIN_BOOTS' comment says: 0.7^8 > 5% > 0.7^9.
         assert!(0.7_f64.powi(SAME_MIN_BOOTS as i32) < 0.05);
         assert!(0.7_f64.powi(SAME_MIN_BOOTS as i32 - 1) > 0.05);
+    }
+
+    #[test]
+    fn the_same_minimum_grows_as_the_magnitude_shrinks_against_the_range() {
+        use crate::Range;
+        let share = |m: f64| same_min_boots(m, Range::PERCENT);
+        assert_eq!((share(20.0), share(10.0), share(5.0)), (9, 19, 39));
+        // Each is the fewest that misses a change carried by 1.5 M / 100 of the boots at most
+        // 5% of the time.
+        for m in [20.0, 10.0, 5.0, 2.0] {
+            let q: f64 = 1.5 * m / 100.0;
+            let n = share(m) as i32;
+            assert!((1.0 - q).powi(n) <= SAME_MISS, "{m}: {n}");
+            assert!(n == 9 || (1.0 - q).powi(n - 1) > SAME_MISS, "{m}: {n}");
+        }
+        // Unbounded, half-bounded or a magnitude of the whole range: the floor.
+        assert_eq!(same_min_boots(1.0, Range::ANY), SAME_MIN_BOOTS);
+        assert_eq!(same_min_boots(1.0, Range::NON_NEGATIVE), SAME_MIN_BOOTS);
+        assert_eq!(share(80.0), SAME_MIN_BOOTS);
+        assert_eq!(share(0.0), SAME_MIN_BOOTS);
     }
 }

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub use decision::{holm, Decision, Magnitude, Verdict};
-pub use decision::{DIFFERENT_ALPHA, SAME_CONFIDENCE, SAME_MIN_BOOTS};
+pub use decision::{same_min_boots, DIFFERENT_ALPHA, SAME_CONFIDENCE, SAME_MIN_BOOTS};
 pub use schedule::{next_stage, BootOrder, Repetitions, Until};
 pub use sequential::{decide, decide_all, Pair, Plan};
 

@@ -54,7 +54,8 @@ pub enum Repetitions {
 
 impl Default for Repetitions {
     /// 5 per variant, the fewest at which DIFFERENT can be decided (a complete separation is
-    /// p = 2/252); SAME needs 9. At most 10.
+    /// p = 2/252); SAME needs 9. At most 10 (a run raises it where SAME needs more:
+    /// [`Repetitions::reaching`]).
     fn default() -> Repetitions {
         Repetitions::Adaptive {
             initial: 5,
@@ -97,6 +98,19 @@ impl Repetitions {
                 };
                 (have < cap).then_some(next.min(cap))
             }
+        }
+    }
+
+    /// This schedule with an adaptive cap raised to `boots` where it is lower, so that SAME's
+    /// minimum on a primary metric ([`crate::same_min_boots`]) can be reached; a fixed count
+    /// and a higher cap are kept.
+    pub fn reaching(self, boots: usize) -> Repetitions {
+        match self {
+            Repetitions::Adaptive { initial, cap } => Repetitions::Adaptive {
+                initial,
+                cap: cap.max(boots),
+            },
+            fixed => fixed,
         }
     }
 
@@ -311,6 +325,14 @@ mod tests {
             c[v] += 1;
             c
         })
+    }
+
+    #[test]
+    fn a_schedule_reaching_19_boots_looks_there_and_keeps_a_fixed_count() {
+        let reaching = Repetitions::default().reaching(19);
+        assert_eq!(reaching.looks(), vec![5, 7, 9, 14, 19]);
+        assert_eq!(Repetitions::default().reaching(9), Repetitions::default());
+        assert_eq!(Repetitions::Fixed(4).reaching(19), Repetitions::Fixed(4));
     }
 
     #[test]

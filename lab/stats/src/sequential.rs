@@ -31,9 +31,11 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use super::decision::{SAME_CONFIDENCE, SAME_MIN_BOOTS};
+use super::decision::{same_min_boots, SAME_CONFIDENCE};
 use super::rank::{choose, kolmogorov_smirnov_p, mann_whitney_p, shift_estimate, shift_interval};
-use super::{check, Decision, Interval, Magnitude, StatsError, Summary, Verdict, DIFFERENT_ALPHA};
+use super::{
+    check, Decision, Interval, Magnitude, Range, StatsError, Summary, Verdict, DIFFERENT_ALPHA,
+};
 
 /// The most of the error the first deciding look may take (see the module's doc).
 pub const FIRST_LOOK_MOST: f64 = 0.8;
@@ -100,14 +102,24 @@ pub struct Pair<'a> {
     pub variant: &'a [f64],
     /// The smallest change that matters.
     pub magnitude: Magnitude,
+    /// The values the metric can take: SAME's minimum of boots depends on it
+    /// ([`same_min_boots`]).
+    pub range: Range,
 }
 
-/// Decides `variant` against `base` alone, at one look at all the samples.
-pub fn decide(base: &[f64], variant: &[f64], magnitude: Magnitude) -> Result<Verdict, StatsError> {
+/// Decides `variant` against `base` alone, at one look at all the samples, on a metric of
+/// values in `range`.
+pub fn decide(
+    base: &[f64],
+    variant: &[f64],
+    magnitude: Magnitude,
+    range: Range,
+) -> Result<Verdict, StatsError> {
     let pair = Pair {
         base,
         variant,
         magnitude,
+        range,
     };
     decide_all(&[pair], &Plan::single())
         .pop()
@@ -145,6 +157,7 @@ struct Looked {
     base: Vec<f64>,
     variant: Vec<f64>,
     magnitude: Magnitude,
+    range: Range,
     /// Reached a look of the plan (or the plan has none): the pair can be decided.
     decidable: bool,
     /// min over its looks of Mann-Whitney p / the look's share, at most 1.
@@ -160,6 +173,7 @@ impl Looked {
                 base: pair.base.to_vec(),
                 variant: pair.variant.to_vec(),
                 magnitude: pair.magnitude,
+                range: pair.range,
                 decidable: true,
                 p: mann_whitney_p(pair.base, pair.variant),
             });
@@ -182,6 +196,7 @@ impl Looked {
             base: base.to_vec(),
             variant: variant.to_vec(),
             magnitude: pair.magnitude,
+            range: pair.range,
             decidable: last.is_some(),
             p: p.min(1.0),
         })
@@ -204,9 +219,10 @@ impl Looked {
             ci.is_some_and(|ci| ci.low >= -magnitude && ci.high <= magnitude)
         };
         let n = base.len().min(variant.len());
+        let same_min_boots = same_min_boots(magnitude, self.range);
         let decision = if significant && shift.abs() > magnitude {
             Decision::Different
-        } else if self.decidable && n >= SAME_MIN_BOOTS && inside(interval) && inside(mean_interval)
+        } else if self.decidable && n >= same_min_boots && inside(interval) && inside(mean_interval)
         {
             Decision::Same
         } else {
@@ -225,6 +241,7 @@ impl Looked {
             n_base: base.len(),
             n_variant: variant.len(),
             mean_difference: Summary::of(variant).map_or(0.0, |s| s.mean) - base_mean,
+            same_min_boots,
         }
     }
 }

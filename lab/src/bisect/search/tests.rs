@@ -28,6 +28,7 @@ fn verdict(a: f64, b: f64) -> Verdict {
         n_base: 5,
         n_variant: 5,
         mean_difference: shift,
+        same_min_boots: crate::stats::SAME_MIN_BOOTS,
     }
 }
 

@@ -14,18 +14,18 @@ fn different_at_a_known_separation() {
     // S1's shape: the base rarely on the IRQ CPU, the revert mostly.
     let base = [0.0, 2.1, 14.0, 0.2, 7.8];
     let revert = [85.4, 82.4, 90.5, 96.1, 78.1];
-    let v = decide(&base, &revert, abs(20.0)).unwrap();
+    let v = decide(&base, &revert, abs(20.0), Range::ANY).unwrap();
     assert_eq!(v.decision, Decision::Different);
     assert!(v.significant);
     assert!((v.p - 2.0 / 252.0).abs() < 1e-12, "{}", v.p);
     assert!(v.shift > 70.0 && v.shift < 90.0, "{}", v.shift);
     // The same data with a magnitude above the shift: significant but not a change that
     // matters: UNKNOWN, and still significant (a bisect reads that).
-    let v = decide(&base, &revert, abs(85.0)).unwrap();
+    let v = decide(&base, &revert, abs(85.0), Range::ANY).unwrap();
     assert_eq!(v.decision, Decision::Unknown);
     assert!(v.significant);
     // Four against four can never reach p <= 0.01 (2/70 = 0.029): UNKNOWN, never luck.
-    let v = decide(&base[..4], &revert[..4], abs(20.0)).unwrap();
+    let v = decide(&base[..4], &revert[..4], abs(20.0), Range::ANY).unwrap();
     assert_eq!(v.decision, Decision::Unknown);
     assert!(!v.significant);
     // In the adaptive schedule the first look takes what a complete separation at 5 costs.
@@ -33,6 +33,7 @@ fn different_at_a_known_separation() {
         base: &base,
         variant: &revert,
         magnitude: abs(20.0),
+        range: Range::ANY,
     };
     let v = decide_all(&[pair], &adaptive()).pop().unwrap().unwrap();
     assert_eq!(v.decision, Decision::Different, "{v:?}");
@@ -48,13 +49,14 @@ fn one_overlapping_boot_needs_more_boots_when_the_looks_are_counted() {
         base: &base[..n],
         variant: &revert[..n],
         magnitude: abs(20.0),
+        range: Range::ANY,
     };
     let at = |n: usize| decide_all(&[pair(n)], &adaptive()).pop().unwrap().unwrap();
     assert_eq!(at(5).decision, Decision::Unknown);
     // At 7 a side (U = 1, p = 4/3432) a single look would decide; the schedule's seventh
     // boot has a 0.055 share of the 1%, so it needs p <= 0.00055: not yet.
     assert!(
-        decide(&base[..7], &revert[..7], abs(20.0))
+        decide(&base[..7], &revert[..7], abs(20.0), Range::ANY)
             .unwrap()
             .significant
     );
@@ -68,23 +70,25 @@ fn same_needs_nine_boots_and_both_intervals_inside() {
     // Two interleaved draws of one spread: shift near 0, both intervals inside ±10.
     let a = [41.0, 45.5, 43.0, 47.0, 44.0, 42.5, 46.5, 41.5, 44.5];
     let b = [44.5, 42.0, 46.0, 43.5, 41.5, 45.0, 43.0, 47.0, 42.5];
-    let v = decide(&a, &b, abs(10.0)).unwrap();
+    let v = decide(&a, &b, abs(10.0), Range::ANY).unwrap();
     assert_eq!(v.decision, Decision::Same, "{v:?}");
     let (ci, mean) = (v.interval.unwrap(), v.mean_interval.unwrap());
     assert!(ci.low > -10.0 && ci.high < 10.0, "{ci:?}");
     assert!(mean.low > -10.0 && mean.high < 10.0, "{mean:?}");
     // The first 8 of them: the same intervals would do, the boots are too few.
     assert_eq!(
-        decide(&a[..8], &b[..8], abs(10.0)).unwrap().decision,
+        decide(&a[..8], &b[..8], abs(10.0), Range::ANY)
+            .unwrap()
+            .decision,
         Decision::Unknown
     );
     // The same boots with a magnitude of 1: the intervals are wider than that, UNKNOWN.
     assert_eq!(
-        decide(&a, &b, abs(1.0)).unwrap().decision,
+        decide(&a, &b, abs(1.0), Range::ANY).unwrap().decision,
         Decision::Unknown
     );
     // Identical deterministic values (8 CPUs in every boot): SAME at 9 boots.
-    let v = decide(&[8.0; 9], &[8.0; 9], abs(0.5)).unwrap();
+    let v = decide(&[8.0; 9], &[8.0; 9], abs(0.5), Range::ANY).unwrap();
     assert_eq!(v.decision, Decision::Same);
     assert_eq!(
         v.mean_interval,
@@ -101,7 +105,7 @@ fn a_change_hidden_from_the_typical_boot_is_not_same() {
     // shift of the typical boot and its interval say 0, the means differ by 16 +- 19.
     let base = [0.0, 0.0, 75.0, 0.0, 0.0, 0.0, 70.0, 0.0, 0.0, 0.0];
     let variant = [0.0; 10];
-    let v = decide(&base, &variant, abs(20.0)).unwrap();
+    let v = decide(&base, &variant, abs(20.0), Range::ANY).unwrap();
     let ci = v.interval.unwrap();
     assert!(ci.low >= -20.0 && ci.high <= 20.0, "{ci:?}");
     let mean = v.mean_interval.unwrap();
@@ -114,7 +118,7 @@ fn scattered_boots_are_unknown_not_same() {
     // The polled S1 shape: shares anywhere from 0 to 80%, no real difference.
     let a = [0.0, 78.6, 12.0, 45.0, 30.0, 5.0, 61.0, 22.0, 9.0];
     let b = [5.0, 60.0, 20.0, 0.0, 41.0, 70.0, 3.0, 15.0, 33.0];
-    let v = decide(&a, &b, abs(15.0)).unwrap();
+    let v = decide(&a, &b, abs(15.0), Range::ANY).unwrap();
     assert_eq!(v.decision, Decision::Unknown, "{v:?}");
 }
 
@@ -125,7 +129,7 @@ fn the_decision_interval_is_never_clipped() {
     // the boots allow.
     let base = [0.0, 16.7, 16.7, 16.7, 53.8];
     let variant = [0.0; 5];
-    let v = decide(&base, &variant, abs(15.0)).unwrap();
+    let v = decide(&base, &variant, abs(15.0), Range::ANY).unwrap();
     let ci = v.interval.unwrap();
     assert_eq!((ci.low, ci.high), (-53.8, 0.0));
     assert!(ci.contains(v.shift), "{v:?}");
@@ -136,19 +140,19 @@ fn the_decision_interval_is_never_clipped() {
 fn relative_magnitudes_scale_with_the_base() {
     let base = [30.0, 32.0, 31.0, 34.0, 33.0, 31.5, 32.5, 30.5, 33.5];
     let double = [61.0, 66.0, 64.0, 68.0, 62.0, 65.0, 63.0, 67.0, 64.5];
-    let v = decide(&base, &double, Magnitude::relative(0.5)).unwrap();
+    let v = decide(&base, &double, Magnitude::relative(0.5), Range::ANY).unwrap();
     assert_eq!(v.decision, Decision::Different);
     assert!((v.magnitude - 16.0).abs() < 1e-9, "{}", v.magnitude);
     // A change of 100% where only 150% would matter: SAME (both intervals, about 31 to 34,
     // inside ±48).
-    let v = decide(&base, &double, Magnitude::relative(1.5)).unwrap();
+    let v = decide(&base, &double, Magnitude::relative(1.5), Range::ANY).unwrap();
     assert_eq!(v.decision, Decision::Same, "{v:?}");
 }
 
 #[test]
 fn decisions_reject_bad_samples() {
-    assert!(decide(&[], &[1.0], abs(1.0)).is_err());
-    assert!(decide(&[1.0], &[f64::NAN], abs(1.0)).is_err());
+    assert!(decide(&[], &[1.0], abs(1.0), Range::ANY).is_err());
+    assert!(decide(&[1.0], &[f64::NAN], abs(1.0), Range::ANY).is_err());
 }
 
 #[test]
@@ -201,11 +205,13 @@ fn holm_over_the_decisions_and_exclusive_ones_alone() {
             base: &base,
             variant: &up,
             magnitude: abs(20.0),
+            range: Range::ANY,
         },
         Pair {
             base: &base,
             variant: &down,
             magnitude: abs(20.0),
+            range: Range::ANY,
         },
     ];
     // Two decisions at one look: each complete separation is 2/252, Holm's first step needs
@@ -235,6 +241,7 @@ fn a_decided_pair_keeps_the_numbers_of_its_look() {
         base: &base,
         variant: &revert,
         magnitude: abs(20.0),
+        range: Range::ANY,
     };
     let v = decide_all(&[pair], &adaptive()).pop().unwrap().unwrap();
     assert_eq!(v.decision, Decision::Different);
@@ -244,6 +251,7 @@ fn a_decided_pair_keeps_the_numbers_of_its_look() {
         base: &base[..3],
         variant: &revert[..3],
         magnitude: abs(20.0),
+        range: Range::ANY,
     };
     let v = decide_all(&[early], &adaptive()).pop().unwrap().unwrap();
     assert_eq!(
@@ -268,12 +276,12 @@ fn welch_interval_hand_checked() {
 fn boots_needed_for_an_unknown() {
     let a = [10.0, 30.0, 20.0, 25.0, 15.0];
     let b = [12.0, 28.0, 22.0, 27.0, 14.0];
-    let v = decide(&a, &b, abs(8.0)).unwrap();
+    let v = decide(&a, &b, abs(8.0), Range::ANY).unwrap();
     assert_eq!(v.decision, Decision::Unknown);
     let n = v
         .boots_needed(&Summary::of(&a).unwrap(), &Summary::of(&b).unwrap())
         .unwrap();
-    assert!((SAME_MIN_BOOTS..60).contains(&n), "{n}");
+    assert!((crate::SAME_MIN_BOOTS..60).contains(&n), "{n}");
 }
 
 /// With no change at all (uniform boots, any continuous spread gives the same ranks), the
@@ -298,6 +306,7 @@ fn no_change_is_rarely_different_over_all_looks() {
             base: &a,
             variant: &b,
             magnitude: abs(0.0),
+            range: Range::ANY,
         };
         // Every look reached (an upper bound: a run stops at its first decision).
         for t in [5, 7, 9, 10] {
@@ -316,4 +325,21 @@ fn no_change_is_rarely_different_over_all_looks() {
     let rate = different as f64 / runs as f64;
     // 0.79% from the first look, a little from the later ones.
     assert!(rate < 0.0115, "{rate}");
+}
+
+#[test]
+fn a_small_magnitude_on_a_share_needs_more_boots_for_same() {
+    // Ten boots a side that all agree within a point: SAME at 20 points of a share (9 boots
+    // do), not at 10 (a change carried by 15% of the boots is missed by all of 10 boots in 20%
+    // of runs; 19 boots it needs), and SAME at 10 points with 19 boots a side.
+    let base: Vec<f64> = (0..19).map(|i| 97.0 + 0.05 * i as f64).collect();
+    let variant: Vec<f64> = (0..19).map(|i| 97.5 - 0.05 * i as f64).collect();
+    let share = |n: usize, m: f64| decide(&base[..n], &variant[..n], abs(m), Range::PERCENT);
+    assert_eq!(share(10, 20.0).unwrap().decision, Decision::Same);
+    let v = share(10, 10.0).unwrap();
+    assert_eq!((v.decision, v.same_min_boots), (Decision::Unknown, 19));
+    assert_eq!(share(19, 10.0).unwrap().decision, Decision::Same);
+    // Unbounded, the floor: SAME at 9 whatever the magnitude.
+    let any = decide(&base[..9], &variant[..9], abs(1.0), Range::ANY).unwrap();
+    assert_eq!(any.decision, Decision::Same);
 }
