@@ -299,13 +299,16 @@ pub struct Share {
 }
 
 impl Share {
-    /// `culprit`'s shift over `total`'s; `None` when the total shift is 0.
+    /// `culprit`'s change over `total`'s ([`Verdict::change`]: the shifts, or the differences
+    /// of the means where only they moved); `None` when the total change is 0. The interval
+    /// comes from the shifts' intervals, where both changes are shifts.
     pub(crate) fn of(culprit: &Verdict, total: &Verdict) -> Option<Share> {
-        if total.shift == 0.0 {
+        if total.change() == 0.0 {
             return None;
         }
+        let shifts = culprit.change() == culprit.shift && total.change() == total.shift;
         let interval = match (culprit.interval, total.interval) {
-            (Some(c), Some(t)) if t.low * t.high > 0.0 => {
+            (Some(c), Some(t)) if shifts && t.low * t.high > 0.0 => {
                 let ratios = [
                     c.low / t.low,
                     c.low / t.high,
@@ -322,7 +325,7 @@ impl Share {
             _ => None,
         };
         Some(Share {
-            percent: 100.0 * culprit.shift / total.shift,
+            percent: 100.0 * culprit.change() / total.change(),
             interval,
         })
     }

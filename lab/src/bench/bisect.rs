@@ -14,7 +14,7 @@ use super::HostNote;
 use crate::bisect::search::{self, Ask, Limits, Steps};
 use crate::bisect::{Answer, OnBootFailure, Step};
 use crate::report::{Comparison, DecisionPoint, Direction};
-use crate::stats::Plan;
+use crate::stats::{Plan, Range};
 
 /// Simulated bisects per series unless told otherwise.
 pub const RUNS: usize = 1000;
@@ -35,6 +35,9 @@ struct Series {
     no_boot: &'static [usize],
     /// What the bisect is told a boot failure means (`--boot-failure`).
     on_boot_failure: OnBootFailure,
+    /// Boots land at 0 or 100 (a share), a change of `k` magnitudes sending `k * 20`% of them
+    /// to 100: the typical boot does not move (issue V3). Else S1's shape or normal boots.
+    modes: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,7 +48,7 @@ enum Effect {
     S1,
 }
 
-const SERIES: [Series; 6] = [
+const SERIES: [Series; 7] = [
     Series {
         name: "S1-like, culprit 4 of 6",
         changes: &[
@@ -59,6 +62,7 @@ const SERIES: [Series; 6] = [
         must: &[4],
         no_boot: &[],
         on_boot_failure: OnBootFailure::Skip,
+        modes: false,
     },
     Series {
         name: "two culprits: +1.5m at 2, +1.0m at 4",
@@ -73,6 +77,7 @@ const SERIES: [Series; 6] = [
         must: &[2],
         no_boot: &[],
         on_boot_failure: OnBootFailure::Skip,
+        modes: false,
     },
     Series {
         name: "a sub-magnitude neighbour: +0.8m at 2, +1.7m at 4",
@@ -87,6 +92,7 @@ const SERIES: [Series; 6] = [
         must: &[4],
         no_boot: &[],
         on_boot_failure: OnBootFailure::Skip,
+        modes: false,
     },
     Series {
         name: "an opposite change: -1.5m at 2, +4m at 4",
@@ -101,6 +107,7 @@ const SERIES: [Series; 6] = [
         must: &[4],
         no_boot: &[],
         on_boot_failure: OnBootFailure::Skip,
+        modes: false,
     },
     // A point that does not boot, fixed by the next change: skipped (the default), and S1's
     // culprit still found beside it.
@@ -117,6 +124,7 @@ const SERIES: [Series; 6] = [
         must: &[4],
         no_boot: &[2],
         on_boot_failure: OnBootFailure::Skip,
+        modes: false,
     },
     // A change that stops the kernel booting, with `--boot-failure bad`: the bisect of booting
     // names it (a bad end that does not boot once had no answer).
@@ -126,6 +134,24 @@ const SERIES: [Series; 6] = [
         must: &[3],
         no_boot: &[3, 4, 5, 6],
         on_boot_failure: OnBootFailure::Bad,
+        modes: false,
+    },
+    // A culprit that sends 30% of the boots to the high mode (1.5 magnitudes of the mean): the
+    // typical boot stays at 0, so only the difference of the means is beyond the magnitude.
+    Series {
+        name: "a mode culprit: 30% of boots to 100 at 4",
+        changes: &[
+            Effect::None,
+            Effect::None,
+            Effect::None,
+            Effect::Magnitudes(1.5),
+            Effect::None,
+            Effect::None,
+        ],
+        must: &[4],
+        no_boot: &[],
+        on_boot_failure: OnBootFailure::Skip,
+        modes: true,
     },
 ];
 
@@ -195,6 +221,7 @@ enum Level {
 struct SeriesHost {
     s1: Option<shapes::Host>,
     spread: f64,
+    modes: bool,
 }
 
 impl SeriesHost {
@@ -203,6 +230,7 @@ impl SeriesHost {
         SeriesHost {
             s1: series.is_s1().then(|| Shape::S1Like.host(rng)),
             spread: 10.0 + 10.0 * rng.random::<f64>(),
+            modes: series.modes,
         }
     }
 
@@ -217,10 +245,17 @@ impl SeriesHost {
         match self.s1 {
             Some(host) => Shape::S1Like.draw(rng, host, SeriesHost::truth(level)),
             None => {
+                use rand::RngExt;
                 let Level::Magnitudes(k) = level else {
                     unreachable!("only S1's series has a revert")
                 };
-                50.0 + MAGNITUDE * k + self.spread * shapes::standard_normal(rng)
+                if !self.modes {
+                    50.0 + MAGNITUDE * k + self.spread * shapes::standard_normal(rng)
+                } else if rng.random::<f64>() < MAGNITUDE * k / 100.0 {
+                    100.0
+                } else {
+                    0.0
+                }
             }
         }
     }
@@ -271,6 +306,9 @@ impl Steps for Simulated<'_> {
             Direction::Neutral,
             ask.magnitude.unwrap_or(MAGNITUDE),
         )?;
+        if self.series.modes {
+            c.set_range("x", Range::PERCENT)?;
+        }
         c.make_primary("x", None)?;
         c.set_plan(Plan {
             looks: schedule.repetitions.looks(),
@@ -444,7 +482,8 @@ impl BisectBench {
             "lab bench bisect: {} simulated bisects a series, seed {}, each the lab's own search \
              and step schedules (probes up to 10 boots a side, verifications, looks at what is \
              left and probes asked again up to 40); m = 20 points; S1-like boots as `lab bench verdicts`' S1-like, \
-             the others normal around 50 with S1's spread (10-20 points, per run)\n",
+             the others normal around 50 with S1's spread (10-20 points, per run) but the mode \
+             culprit's, at 0 or 100 (a share)\n",
             self.runs, self.seed
         );
         let _ = writeln!(
@@ -479,6 +518,7 @@ impl BisectBench {
             .map(|(_, t)| rate(t.no_answer, t.runs))
             .fold(0.0, f64::max);
         let opposite_named = row(3).wrong;
+        let modes_found = rate(row(6).found, row(6).runs);
         let met = |ok: bool| if ok { "met" } else { "MISSED" };
         let _ = writeln!(
             out,
@@ -490,21 +530,25 @@ impl BisectBench {
         let _ = writeln!(
             out,
             "targets: S1-like found >= 99% ({}); wrong culprit <= 0.5% ({}); both of two culprits \
-             >= 80% ({}); no answer <= 5% ({}); the opposite change never a culprit ({} times)",
+             >= 80% ({}); no answer <= 5% ({}); the opposite change never a culprit ({} times); \
+             the mode culprit found >= 80% ({})",
             met(s1_found >= 0.99),
             met(wrong <= 0.005),
             met(both >= 0.8),
             met(no_answer <= 0.05),
-            opposite_named
+            opposite_named,
+            met(modes_found >= 0.8)
         );
         let _ = writeln!(out, "{:.1} s on {}", self.seconds, self.host.text());
         let _ = writeln!(
             out,
-            "worst: S1-like found {}, wrong culprit {}, no answer {}, two culprits both named {}",
+            "worst: S1-like found {}, wrong culprit {}, no answer {}, two culprits both named {}, \
+             mode culprit found {}",
             pct(s1_found),
             pct(wrong),
             pct(no_answer),
-            pct(both)
+            pct(both),
+            pct(modes_found)
         );
         out
     }
@@ -678,6 +722,7 @@ mod resume_tests {
             must: &[3],
             no_boot: &[],
             on_boot_failure: OnBootFailure::Skip,
+            modes: false,
         };
         let mut rng = shapes::rng(1, 9);
         let host = SeriesHost::new(&SERIES_3, &mut rng);

@@ -67,6 +67,9 @@ pub(crate) enum Shape {
     /// `magnitude` points; a change puts a share of the boots at 100 (1.5x: 30% of them at 20
     /// points, 15% at S3's 10, 7.6% at S5's 5). The typical boot does not move at all.
     RareJumps { magnitude: f64 },
+    /// A share that lands in one of two modes, 0 or 100, 30% of boots in the high one; a change
+    /// sends more boots there (1.5x: 60%). The typical boot moves only once half of them do.
+    Modes,
     /// S3's primary (one-CPU wakees): a share near 90% (N(90, 3)), magnitude 10 points; a change
     /// sends a share of the boots to 0 (1.5x: 16.7% of them).
     S3Like,
@@ -112,7 +115,7 @@ const REVERT_SPREAD: f64 = 10.0;
 
 impl Shape {
     /// Every shape the verdicts' table covers.
-    pub(crate) const ALL: [Shape; 14] = [
+    pub(crate) const ALL: [Shape; 15] = [
         Shape::Normal { spread: 0.5 },
         Shape::Normal { spread: 1.0 },
         Shape::Normal { spread: 2.0 },
@@ -122,6 +125,7 @@ impl Shape {
         Shape::RareJumps { magnitude: 10.0 },
         Shape::RareJumps { magnitude: 5.0 },
         Shape::Sixths,
+        Shape::Modes,
         Shape::S1Like,
         Shape::S3Like,
         Shape::S5Like,
@@ -143,6 +147,7 @@ impl Shape {
             Shape::ZerosAndACluster => "0s + cluster".to_string(),
             Shape::RareJumps { magnitude: 20.0 } => "rare jumps".to_string(),
             Shape::RareJumps { magnitude } => format!("rare jumps {magnitude}"),
+            Shape::Modes => "two modes".to_string(),
             Shape::S3Like => "S3-like".to_string(),
             Shape::S5Like => "S5-like".to_string(),
             Shape::LognormalJumps { factor } => format!("lognormal x{factor}"),
@@ -232,6 +237,13 @@ impl Shape {
                     10.0 * rng.random::<f64>()
                 }
             }
+            Shape::Modes => {
+                if rng.random::<f64>() < 0.3 + change / 100.0 {
+                    100.0
+                } else {
+                    0.0
+                }
+            }
             Shape::S3Like => {
                 if rng.random::<f64>() < change / S3_LEVEL {
                     0.0
@@ -278,6 +290,7 @@ impl Shape {
             | Shape::HeavyTailed
             | Shape::RareJumps { .. }
             | Shape::Sixths
+            | Shape::Modes
             | Shape::LognormalJumps { .. } => change,
             Shape::ZerosAndACluster => -change,
             // The moved boots leave the clipped normal's mean for 0 or 100.

@@ -62,9 +62,10 @@ impl Class {
     }
 }
 
-/// Whether `v` shows a change in the direction of `toward` (+1 or -1).
+/// Whether `v` shows a change in the direction of `toward` (+1 or -1): the shift's, or the
+/// means' where the typical boot did not move (a change in how often boots land in a mode).
 fn shown(v: &Verdict, toward: f64) -> bool {
-    v.significant && v.shift * toward > 0.0
+    v.significant && v.direction() * toward > 0.0
 }
 
 /// A probe's class from its verdicts against the search's good end (`vs_lo`: probe - lo) and
@@ -357,11 +358,11 @@ pub(crate) async fn search(steps: &mut impl Steps, limits: &Limits) -> Result<An
     };
     let toward = match (&total, functional) {
         (_, true) => 1.0,
-        (Some(t), false) if t.decision == Decision::Different => t.shift.signum(),
+        (Some(t), false) if t.decision == Decision::Different => t.change().signum(),
         (Some(t), false) => return Ok(Answer::NothingToBisect { verdict: t.clone() }),
         (None, false) => bail!("the endpoints' step gave no verdict"),
     };
-    let searching = total.as_ref().map_or(0.0, |t| t.shift.abs());
+    let searching = total.as_ref().map_or(0.0, |t| t.change().abs());
     let mut search = Search {
         steps,
         limits,
@@ -593,7 +594,7 @@ impl<S: Steps> Search<'_, S> {
         let n = self.limits.n;
         if let Some(against_bad) = probe.and_then(|s| s.verdicts.get(1)) {
             if shown(&against_bad.verdict, -self.toward) {
-                return Ok(Some(against_bad.verdict.shift.abs()));
+                return Ok(Some(against_bad.verdict.change().abs()));
             }
             if against_bad.verdict.decision == Decision::Same {
                 return Ok(None);
@@ -619,7 +620,7 @@ impl<S: Steps> Search<'_, S> {
             .verdicts
             .first()
             .filter(|v| shown(&v.verdict, self.toward))
-            .map(|v| v.verdict.shift.abs());
+            .map(|v| v.verdict.change().abs());
         step.note = if left.is_some() {
             "a change toward bad is left: searched on".into()
         } else {

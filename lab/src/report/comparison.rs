@@ -590,7 +590,7 @@ impl Comparison {
             .map_err(|e| self.failure(e.to_string()))?;
         let direction_ok = match higher {
             None => true,
-            Some(up) => (verdict.shift > 0.0) == up,
+            Some(up) => (verdict.change() > 0.0) == up,
         };
         if verdict.decision == want && direction_ok {
             return Ok(verdict);
@@ -677,7 +677,7 @@ impl Comparison {
                 let judgement = verdict
                     .as_ref()
                     .filter(|v| v.decision == Decision::Different)
-                    .and_then(|v| m.direction.judge(v.shift));
+                    .and_then(|v| m.direction.judge(v.change()));
                 VariantChange {
                     variant: v,
                     summary: self.summary(&m.name, v).ok(),

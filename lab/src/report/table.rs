@@ -269,7 +269,8 @@ impl Table {
         if rows.iter().any(|r| r.metric.primary) {
             lines.push(format!(
                 "primary: DIFFERENT when p (Mann-Whitney, exact, adjusted for every look and \
-                 primary decision) <= {} and the shift exceeds the magnitude; SAME after {} or \
+                 primary decision) <= {} and the shift (or, where only they moved, the means) \
+                 exceeds the magnitude; SAME after {} or \
                  more boots a side (more where the magnitude is small against a bounded range: \
                  19 at 10 points of a share, 39 at 5) when the {}% intervals of the shift and \
                  of the means lie inside ±magnitude; otherwise UNKNOWN",

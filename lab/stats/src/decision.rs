@@ -3,7 +3,10 @@
 //!
 //! - DIFFERENT: a change is shown at the 1% level ([`DIFFERENT_ALPHA`], family-wise over every
 //!   look of the adaptive schedule and every primary decision of the comparison) and the
-//!   Hodges-Lehmann shift is beyond the metric's magnitude, the smallest change that matters.
+//!   Hodges-Lehmann shift is beyond the metric's magnitude, the smallest change that matters, or
+//!   the shift is not but the difference of the means is, in the same direction
+//!   ([`Verdict::change`]): a change in how often boots land in a mode (30% to 70% of boots in
+//!   the high one) moves the mean by twice the magnitude while the typical boot stays put.
 //!   It says "significant, and the estimate beyond the magnitude", not "beyond the magnitude
 //!   with confidence": a true change a little under the magnitude is sometimes DIFFERENT (how
 //!   often is `lab bench verdicts`' 0.8x column).
@@ -144,7 +147,8 @@ impl std::fmt::Display for Magnitude {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Decision {
-    /// A change is shown (1% family-wise) and its estimate is beyond the magnitude.
+    /// A change is shown (1% family-wise) and its estimate (the shift, or the difference of
+    /// the means: [`Verdict::change`]) is beyond the magnitude.
     Different,
     /// The typical boot and the mean are within the magnitude of the base's (95%), after at
     /// least [`same_min_boots`] boots a side.
@@ -212,6 +216,38 @@ pub struct Verdict {
 
 fn default_same_min_boots() -> usize {
     SAME_MIN_BOOTS
+}
+
+impl Verdict {
+    /// The change a DIFFERENT stands on: the shift where it is beyond the magnitude, else the
+    /// difference of the means where that is beyond it in the same direction (a change in how
+    /// often boots land in a mode moves the mean long before the typical boot), else the
+    /// shift. Its sign is the change's direction.
+    pub fn change(&self) -> f64 {
+        if self.shift.abs() <= self.magnitude
+            && self.mean_difference.abs() > self.magnitude
+            && self.shift * self.mean_difference >= 0.0
+        {
+            self.mean_difference
+        } else {
+            self.shift
+        }
+    }
+
+    /// The direction of the change shown: the shift's sign, or the means' where the typical
+    /// boot did not move (+1, -1, or 0 with neither).
+    pub fn direction(&self) -> f64 {
+        let x = if self.shift != 0.0 {
+            self.shift
+        } else {
+            self.mean_difference
+        };
+        if x == 0.0 {
+            0.0
+        } else {
+            x.signum()
+        }
+    }
 }
 
 impl Verdict {

@@ -220,7 +220,11 @@ impl Looked {
         };
         let n = base.len().min(variant.len());
         let same_min_boots = same_min_boots(magnitude, self.range);
-        let decision = if significant && shift.abs() > magnitude {
+        let mean_difference = Summary::of(variant).map_or(0.0, |s| s.mean) - base_mean;
+        // The shift, or the means where only they moved (Verdict::change).
+        let beyond = shift.abs() > magnitude
+            || (mean_difference.abs() > magnitude && shift * mean_difference >= 0.0);
+        let decision = if significant && beyond {
             Decision::Different
         } else if self.decidable && n >= same_min_boots && inside(interval) && inside(mean_interval)
         {
@@ -240,7 +244,7 @@ impl Looked {
             ks_p: kolmogorov_smirnov_p(base, variant),
             n_base: base.len(),
             n_variant: variant.len(),
-            mean_difference: Summary::of(variant).map_or(0.0, |s| s.mean) - base_mean,
+            mean_difference,
             same_min_boots,
         }
     }

@@ -343,3 +343,24 @@ fn a_small_magnitude_on_a_share_needs_more_boots_for_same() {
     let any = decide(&base[..9], &variant[..9], abs(1.0), Range::ANY).unwrap();
     assert_eq!(any.decision, Decision::Same);
 }
+
+#[test]
+fn a_change_in_how_often_boots_land_in_a_mode_is_different() {
+    // Issue V3's merged record: 40 boots a side, 30% of the base's and 70% of the variant's at
+    // 100, the rest at 0. The typical boot does not move (shift 0), the mean moves by 40 points
+    // against a magnitude of 20, and the rank test shows it (p < 0.001): DIFFERENT, higher.
+    let at = |high: usize| -> Vec<f64> {
+        (0..40)
+            .map(|i| if i < high { 100.0 } else { 0.0 })
+            .collect()
+    };
+    let v = decide(&at(12), &at(28), abs(20.0), Range::PERCENT).unwrap();
+    assert_eq!(v.shift, 0.0, "{v:?}");
+    assert!(v.p < 0.001, "{v:?}");
+    assert_eq!(v.decision, Decision::Different, "{v:?}");
+    assert_eq!((v.change(), v.direction()), (40.0, 1.0));
+    // Means beyond the magnitude without significance stay UNKNOWN (12 vs 14 of 40: no).
+    let v = decide(&at(4), &at(8), abs(5.0), Range::PERCENT).unwrap();
+    assert!(!v.significant && v.mean_difference > 5.0, "{v:?}");
+    assert_eq!(v.decision, Decision::Unknown);
+}
