@@ -384,7 +384,7 @@ fn bisect_of_kernels_that_do_not_differ_says_nothing_to_bisect() {
     };
     assert_ne!(verdict.decision, lab::stats::Decision::Different);
     // Only the endpoints ran: no probe, no verification. The endpoints may be asked again
-    // when the first cap leaves them UNKNOWN (README, "Bisect"): both kernels put the thread on
+    // when the first cap leaves them UNKNOWN (docs/MEASUREMENTS.md, "Bisects"): both kernels put the thread on
     // the IRQ CPU now and then (the balancer's doing), and such boots can keep the interval
     // wide at 10 a side. At 1000 copies a boot that happened in the run of 2026-12-06 (UNKNOWN
     // at 10 a side, p=0.660, then SAME at 9 in a second step), which this test failed while it
@@ -394,7 +394,7 @@ fn bisect_of_kernels_that_do_not_differ_says_nothing_to_bisect() {
     // left the means' interval at [-33.4, +8.7] against the magnitude 20 (the shift's [-0.27,
     // 0]), UNKNOWN at 10 a side, then SAME at 9 in the second step. In the cold run on a 2-core
     // AMD EPYC (12:34 that day) 14 of 100 boots had the thread on the IRQ CPU: UNKNOWN at both
-    // caps (10, then 40 a side), 100 boots, 243.5 s (README, "Bisect", says how it moves).
+    // caps (10, then 40 a side), 100 boots, 243.5 s (docs/MEASUREMENTS.md, "Bisects", says how it moves).
     // With S1's thread started 3 s up (its SETTLE), the same host: SAME at 9 in one step, 18
     // boots, 67 s.
     let kinds: Vec<StepKind> = record.steps.iter().map(|s| s.kind).collect();

@@ -383,7 +383,7 @@ impl Accel {
 }
 
 /// The TCG flavour used when KVM is unavailable (`LAB_TCG` overrides). Measured on a 2-core
-/// host (see the README): single-threaded TCG boots faster there under load, and S1's placement
+/// host (docs/MEASUREMENTS.md): single-threaded TCG boots faster there under load, and S1's placement
 /// verdict was soaked with it (10 of 10); multi-threaded separated the kernels as well in one
 /// run, `-icount` was three times slower per boot.
 pub(crate) fn default_tcg() -> Result<Accel> {

@@ -32,7 +32,7 @@ const TRUTHS: [Truth; 5] = [
     Truth::S1,
 ];
 
-/// The targets the table is held to (README, ARCHITECTURE.md).
+/// The targets the table is held to (docs/VERDICTS.md).
 const MOST_FALSE_DIFFERENT: f64 = 0.01;
 const MOST_FALSE_SAME: f64 = 0.05;
 const LEAST_S1_DIFFERENT: f64 = 0.99;
