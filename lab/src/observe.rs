@@ -11,7 +11,10 @@ use serde::{Deserialize, Serialize};
 use crate::topology::Topology;
 use crate::vm::Vm;
 
+mod attribution;
 mod wakeups;
+pub use attribution::{waker_class, Attribution, Landing};
+pub use wakeups::task_class;
 pub(crate) use wakeups::{allowed_cpus, read_id_cpulists, WakeupTrace, Wakeups, HARD_IRQ};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -352,10 +355,26 @@ fn parse_fields(text: &str) -> BTreeMap<String, String> {
     out
 }
 
-/// Where one task ran and how it was woken, from a trace. Per-wakeup records, for figures of
-/// a scenario's own, are [`task_wakeups`].
+/// Where one task ran and how it was woken, from a trace ([`TaskTrace`]'s, parsed by
+/// [`parse_trace`]). Per-wakeup records, for figures of a scenario's own, are
+/// [`task_wakeups`]; which wakeups moved it where, [`Attribution`].
+///
+/// ```
+/// use lab::observe::{parse_trace, TaskPlacement};
+/// use lab::topology::Topology;
+///
+/// let trace = "\
+///  <idle>-0 [002] d..2. 10.0005: sched_switch: prev_comm=swapper/2 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=copy0 next_pid=90 next_prio=120
+///  copy0-90 [002] d..2. 10.0015: sched_switch: prev_comm=copy0 prev_pid=90 prev_prio=120 prev_state=S ==> next_comm=swapper/2 next_pid=0 next_prio=120
+/// ";
+/// let topology = Topology::by_name("ci-2node-4llc").unwrap();
+/// let p = TaskPlacement::from_events("copy", &parse_trace(trace), &topology);
+/// assert_eq!(p.share_on(&[2]), Some(100.0));
+/// assert_eq!(p.runtime_us[&2].round(), 1000.0);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct TaskPlacement {
+pub struct TaskPlacement {
+    /// The command-name prefix the task was found by.
     pub task_prefix: String,
     /// Switch-ins of the task per CPU.
     pub switch_ins: BTreeMap<u32, u64>,
@@ -366,6 +385,7 @@ pub(crate) struct TaskPlacement {
     /// The CPU of the task's first switch-in after its first wakeup: where a thread created
     /// asleep really started its work.
     pub started_on: Option<u32>,
+    /// Wakeups of the task (`sched_wakeup`).
     pub wakeups: u64,
     /// Wakeups whose target CPU is the CPU that ran the waker (the completion's CPU).
     pub wakeups_on_waker_cpu: u64,
@@ -373,11 +393,15 @@ pub(crate) struct TaskPlacement {
     pub waker_cpus: BTreeMap<u32, u64>,
     /// CPUs wakeups targeted.
     pub wakeup_targets: BTreeMap<u32, u64>,
+    /// `sched_migrate_task` events of the task: wakeup placements on another CPU and load
+    /// balancing.
     pub migrations: u64,
     /// Migrations done by a CPU's stopper thread (`migration/N`): the load balancer moving the
     /// task while it ran (active balance), not a wakeup choosing a new CPU.
     pub balancer_migrations: u64,
+    /// Migrations to another LLC.
     pub cross_llc_migrations: u64,
+    /// Migrations to another node.
     pub cross_node_migrations: u64,
     /// Handler invocations of the traced interrupt per CPU.
     pub irq_cpus: BTreeMap<u32, u64>,
@@ -385,7 +409,7 @@ pub(crate) struct TaskPlacement {
 
 impl TaskPlacement {
     /// Folds trace events into placement facts, judging LLC and node by `topology`.
-    pub(crate) fn from_events(
+    pub fn from_events(
         task_prefix: &str,
         events: &[TraceEvent],
         topology: &Topology,
@@ -452,12 +476,13 @@ impl TaskPlacement {
         p
     }
 
-    pub(crate) fn total_switch_ins(&self) -> u64 {
+    /// Switch-ins of the task on every CPU.
+    pub fn total_switch_ins(&self) -> u64 {
         self.switch_ins.values().sum()
     }
 
     /// Percentage of the task's switch-ins on any of `cpus`; `None` when it never ran.
-    pub(crate) fn share_on(&self, cpus: &[u32]) -> Option<f64> {
+    pub fn share_on(&self, cpus: &[u32]) -> Option<f64> {
         let total = self.total_switch_ins();
         if total == 0 {
             return None;
@@ -470,7 +495,7 @@ impl TaskPlacement {
     /// ran. For a task that seldom switches (a polling thread: a handful of switch-ins a boot)
     /// this is where it ran, where a share of switch-ins counts a moment's visit as much as
     /// seconds of running.
-    pub(crate) fn runtime_share_on(&self, cpus: &[u32]) -> Option<f64> {
+    pub fn runtime_share_on(&self, cpus: &[u32]) -> Option<f64> {
         let total: f64 = self.runtime_us.values().sum();
         if total <= 0.0 {
             return None;
@@ -484,7 +509,7 @@ impl TaskPlacement {
     }
 
     /// The largest single-CPU share of switch-ins, in percent, and that CPU.
-    pub(crate) fn max_cpu_share(&self) -> (Option<u32>, f64) {
+    pub fn max_cpu_share(&self) -> (Option<u32>, f64) {
         let total = self.total_switch_ins();
         match self.switch_ins.iter().max_by_key(|(_, n)| **n) {
             Some((cpu, n)) if total > 0 => (Some(*cpu), 100.0 * *n as f64 / total as f64),
@@ -496,8 +521,8 @@ impl TaskPlacement {
 /// One wakeup of a traced task: which CPU woke it, who ran there, where the task was and where
 /// the wakeup put it. Generic facts; a scenario folds them with its topology into its own
 /// figures (S1: which cross-LLC wakeups pulled its thread to the waker's LLC).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TaskWakeup {
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskWakeup {
     /// The CPU that issued the wakeup: `sched_waking`'s when the trace has it (a queued
     /// wakeup's `sched_wakeup` fires on the target CPU, in the IPI), else `sched_wakeup`'s.
     pub waker_cpu: u32,
@@ -509,10 +534,14 @@ pub(crate) struct TaskWakeup {
     pub woken_on: Option<u32>,
     /// The CPU the wakeup placed the task on (`sched_wakeup`'s `target_cpu`).
     pub target_cpu: Option<u32>,
+    /// Issued in hard-interrupt context (`sched_waking`'s flags: `h` or `H`).
+    pub in_hard_irq: bool,
+    /// Issued in softirq context (`sched_waking`'s flags: `s`), not in a hard interrupt.
+    pub in_soft_irq: bool,
 }
 
 /// Every wakeup of the tasks whose command name starts with `task_prefix`, in trace order.
-pub(crate) fn task_wakeups(task_prefix: &str, events: &[TraceEvent]) -> Vec<TaskWakeup> {
+pub fn task_wakeups(task_prefix: &str, events: &[TraceEvent]) -> Vec<TaskWakeup> {
     let mut pairing = WakeupPairing::default();
     let mut out = Vec::new();
     for e in events
@@ -536,8 +565,16 @@ fn is_task(task_prefix: &str, comm: Option<&String>) -> bool {
 /// slept) with the `sched_wakeup` that follows it (the placement), by pid.
 #[derive(Default)]
 struct WakeupPairing {
-    /// Per pid: the waker's CPU, the waker's command name and the task's CPU.
-    pending: BTreeMap<String, (u32, String, u32)>,
+    /// Per pid: the `sched_waking` seen last.
+    pending: BTreeMap<String, Waking>,
+}
+
+/// A `sched_waking`: the waker's CPU and command name, the task's CPU, the context.
+struct Waking {
+    cpu: u32,
+    waker: String,
+    on: u32,
+    flags: String,
 }
 
 impl WakeupPairing {
@@ -548,8 +585,13 @@ impl WakeupPairing {
             .and_then(|t| t.parse::<u32>().ok());
         if let (Some(pid), Some(on)) = (e.fields.get("pid"), on) {
             let waker = e.task.rsplit_once('-').map_or(&*e.task, |(c, _)| c);
-            self.pending
-                .insert(pid.clone(), (e.cpu, waker.to_string(), on));
+            let waking = Waking {
+                cpu: e.cpu,
+                waker: waker.to_string(),
+                on,
+                flags: e.flags.clone(),
+            };
+            self.pending.insert(pid.clone(), waking);
         }
     }
 
@@ -559,17 +601,25 @@ impl WakeupPairing {
             .get("target_cpu")
             .and_then(|t| t.parse::<u32>().ok());
         match e.fields.get("pid").and_then(|pid| self.pending.remove(pid)) {
-            Some((waker_cpu, waker, on)) => TaskWakeup {
-                waker_cpu,
-                waker: Some(waker),
-                woken_on: Some(on),
-                target_cpu,
-            },
+            Some(w) => {
+                // tracefs' context column: `h`/`H` hard IRQ (`H`: in an NMI too), `s` softirq.
+                let hard = w.flags.contains(['h', 'H']);
+                TaskWakeup {
+                    waker_cpu: w.cpu,
+                    waker: Some(w.waker),
+                    woken_on: Some(w.on),
+                    target_cpu,
+                    in_hard_irq: hard,
+                    in_soft_irq: !hard && w.flags.contains('s'),
+                }
+            }
             None => TaskWakeup {
                 waker_cpu: e.cpu,
                 waker: None,
                 woken_on: None,
                 target_cpu,
+                in_hard_irq: false,
+                in_soft_irq: false,
             },
         }
     }

@@ -47,6 +47,8 @@ fn placement_folds_switches_wakeups_and_migrations() {
             waker: Some("<idle>".into()),
             woken_on: Some(0),
             target_cpu: Some(2),
+            in_hard_irq: false,
+            in_soft_irq: true,
         }]
     );
     // One wakeup migration (0 -> 2, same node) and one active balance by CPU 2's stopper
@@ -101,6 +103,8 @@ fn a_queued_wakeup_counts_for_the_waker_cpu_not_the_cpu_it_fired_on() {
             waker: Some("ksoftirqd/2".into()),
             woken_on: Some(0),
             target_cpu: Some(0),
+            in_hard_irq: false,
+            in_soft_irq: true,
         }]
     );
 }
@@ -120,6 +124,8 @@ fn a_wakeup_without_its_waking_is_recorded_where_it_fired() {
             waker: None,
             woken_on: None,
             target_cpu: Some(3),
+            in_hard_irq: false,
+            in_soft_irq: false,
         }]
     );
 }
@@ -253,4 +259,82 @@ fn vmstat_missing_counters_and_bad_lines_are_errors() {
         let e = format!("{:#}", VmStat::parse(text).unwrap_err());
         assert!(e.contains(want), "{text:?}: {e}");
     }
+}
+
+/// The first 200 events of two recorded S1 boots (`lab compare`, ci-2node-4llc, the DMA
+/// interrupt pinned to CPU 2, 2026-12-07, 2-core AMD EPYC under TCG): v6.12, and the
+/// wake_affine_idle revert. The copy thread is started on CPU 0 (LLC 0); CPU 2 (LLC 1) takes
+/// its interrupts and wakes it from softirq.
+const S1_V612: &str = include_str!("fixtures/s1-v6.12.trace");
+const S1_REVERT: &str = include_str!("fixtures/s1-revert.trace");
+
+#[test]
+fn attribution_tells_a_pull_across_llcs_from_wakeups_that_leave_the_thread_in_place() {
+    let topology = Topology::by_name("ci-2node-4llc").unwrap();
+    let attribute = |trace: &str| {
+        Attribution::of(
+            &task_wakeups("dma0chan0-copy", &parse_trace(trace)),
+            &topology,
+        )
+    };
+    let idle_softirq = "softirq on <idle>";
+    // v6.12: all 37 of the IRQ CPU's softirq wakeups (from the idle CPU 2) leave the thread on
+    // its CPU in the other LLC; none pulls it to the waker.
+    let base = attribute(S1_V612);
+    assert_eq!(base.landed(idle_softirq, Landing::SameCpu), 37, "{base:?}");
+    assert_eq!(base.landed(idle_softirq, Landing::OtherLlc), 0);
+    assert_eq!(base.toward_waker[idle_softirq][&Landing::OtherLlc], 37);
+    assert_eq!(base.waker_cpus[idle_softirq], BTreeMap::from([(2, 37)]));
+    // One more from ksoftirqd on CPU 2, and the start: the shell on CPU 0 wakes the thread
+    // from CPU 2's LLC to its own CPU.
+    assert_eq!(base.landed("softirq on ksoftirqd/N", Landing::SameCpu), 1);
+    assert_eq!(base.landed("task on sh", Landing::OtherLlc), 1);
+    assert_eq!((base.total(), base.unattributed), (39, 0));
+    // The revert: the first such wakeup pulls the thread across to the waker's CPU, and the
+    // 37 after it find it there already: the verdict's share comes from one pull.
+    let revert = attribute(S1_REVERT);
+    assert_eq!(
+        revert.landed(idle_softirq, Landing::OtherLlc),
+        1,
+        "{revert:?}"
+    );
+    assert_eq!(revert.landed(idle_softirq, Landing::SameCpu), 37);
+    assert_eq!(revert.toward_waker[idle_softirq][&Landing::SameCpu], 37);
+    assert_eq!(revert.landed_anywhere(Landing::OtherLlc), 1);
+    // The placement of the same boots agrees: v6.12 ran on CPU 0, the revert on CPU 2.
+    let ran = |trace: &str| {
+        TaskPlacement::from_events("dma0chan0-copy", &parse_trace(trace), &topology).switch_ins
+    };
+    assert_eq!(ran(S1_V612), BTreeMap::from([(0, 36), (1, 3)]));
+    assert_eq!(ran(S1_REVERT), BTreeMap::from([(0, 3), (1, 1), (2, 37)]));
+}
+
+#[test]
+fn landings_follow_the_topology_from_the_cpu_to_the_node() {
+    // ci-smt: cores of two threads (0-1, 2-3), LLCs 0-3 and 4-7, one node; ci-2node-4llc: LLCs
+    // of two CPUs, nodes of two LLCs.
+    let smt = Topology::by_name("ci-smt").unwrap();
+    let llcs = Topology::by_name("ci-2node-4llc").unwrap();
+    assert_eq!(Landing::of(3, 3, &llcs), Landing::SameCpu);
+    assert_eq!(Landing::of(0, 1, &llcs), Landing::SameLlc);
+    assert_eq!(Landing::of(0, 2, &llcs), Landing::OtherLlc);
+    assert_eq!(Landing::of(0, 5, &llcs), Landing::OtherNode);
+    assert_eq!(Landing::of(2, 3, &smt), Landing::SmtSibling);
+    assert_eq!(Landing::of(1, 2, &smt), Landing::SameLlc);
+    assert_eq!(Landing::of(1, 6, &smt), Landing::OtherLlc);
+    assert_eq!(Landing::OtherLlc.label(), "other LLC");
+    // The waker's context comes from the flags of its sched_waking.
+    let trace = "\
+          <idle>-0     [001] dNh2.    10.000440: sched_waking: comm=t0 pid=9 prio=120 target_cpu=000
+          <idle>-0     [000] dNh2.    10.000450: sched_wakeup: comm=t0 pid=9 prio=120 target_cpu=000
+     kworker/1:2-40    [001] d..2.    10.000540: sched_waking: comm=t0 pid=9 prio=120 target_cpu=000
+     kworker/1:2-40    [001] d..2.    10.000550: sched_wakeup: comm=t0 pid=9 prio=120 target_cpu=001
+";
+    let a = Attribution::of(&task_wakeups("t", &parse_trace(trace)), &llcs);
+    assert_eq!(a.landed("hardirq on <idle>", Landing::SameCpu), 1, "{a:?}");
+    assert_eq!(
+        a.landed("task on kworker/N:N", Landing::SameLlc),
+        1,
+        "{a:?}"
+    );
 }

@@ -84,7 +84,7 @@ impl WakeupTrace {
 }
 
 /// The class of a command name: digit runs become `N`.
-pub(crate) fn task_class(comm: &str) -> String {
+pub fn task_class(comm: &str) -> String {
     let mut out = String::with_capacity(comm.len());
     let mut in_digits = false;
     for c in comm.chars() {
