@@ -105,7 +105,8 @@ async fn completions_wake_per_cpu_workers_whatever_the_mask_shape() {
     // In every boot recorded here on 2026-12-05 and 2026-12-06 (23 runs, fio's 5 s and 2 s;
     // 404 boots of each mask shape): with one-CPU masks all 8 CPUs completed writes (CPU 0,
     // where fio runs no job, through the kernel's own writes, 13 or more; each of fio's CPUs
-    // 21 or more), the busiest at most 27.9%; with 3 queues exactly CPUs 1, 3 and 7 (the
+    // 21 or more), the busiest at most 27.9% (47.0% since, in a starved boot: below); with 3
+    // queues exactly CPUs 1, 3 and 7 (the
     // masks 0-1, 2-3 and 4-7: x86 targets one CPU of each), 3 or more each.
     let boots = outcome.record.boots();
     for b in boots {
@@ -124,12 +125,12 @@ async fn completions_wake_per_cpu_workers_whatever_the_mask_shape() {
                  writes; completions per CPU: {per_cpu}",
                 b.variant
             );
-            assert!(
-                m["irq_busiest_cpu"] < 35.0,
-                "{}: one CPU took {:.1}% of the completions with one-CPU masks",
-                b.variant,
-                m["irq_busiest_cpu"]
-            );
+            // Not bounded: the busiest CPU's share. It measures how far each fio job got in
+            // its 2 s under TCG, not the masks: in the cold .ci/run of 2026-12-07 (13:03, the
+            // host busy beside it) two starved boots completed 235 and 236 writes instead of
+            // about 2000, and one CPU took 37.9% and 47.0% of them, past the 35% this test
+            // asserted (at most 27.9% in the 808 boots before). Which CPUs complete at all,
+            // above, is the masks' shape.
         } else {
             assert_eq!(
                 completing.len(),
