@@ -20,7 +20,7 @@ mod artifact;
 pub mod remote;
 
 use std::fs::{self, File};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -713,6 +713,38 @@ pub(crate) fn hash_parts(parts: &[(&str, &[u8])]) -> String {
         hasher.update(bytes);
     }
     hex::encode(hasher.finalize())
+}
+
+/// The mode bits a file or directory the lab unpacks keeps: no setuid, setgid or sticky bit and
+/// nothing world-writable. The lab often runs as root and its cache, bundles and registry
+/// entries are read by others: a setuid-root `passwd` from a Debian package, or a bundle's
+/// crafted file, must not be handed on (issue W2).
+pub(crate) const KEPT_MODE: u32 = 0o775;
+
+/// Clears the bits [`KEPT_MODE`] drops on every file and directory under `root` (symlinks are
+/// neither followed nor changed); returns how many it changed.
+pub(crate) fn drop_special_bits(root: &Path) -> Result<u64> {
+    let mut changed = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta =
+            fs::symlink_metadata(&path).with_context(|| format!("reading {}", path.display()))?;
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & !KEPT_MODE != 0 {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode & KEPT_MODE))
+                .with_context(|| format!("clearing the special bits of {}", path.display()))?;
+            changed += 1;
+        }
+        if meta.is_dir() {
+            for entry in fs::read_dir(&path)? {
+                stack.push(entry?.path());
+            }
+        }
+    }
+    Ok(changed)
 }
 
 /// The sha256 of a file, hex.

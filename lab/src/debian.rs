@@ -524,7 +524,8 @@ fn simulated_installs(
     Ok(installs)
 }
 
-/// Unpacks a `.deb`'s data into `dest` (no maintainer scripts run).
+/// Unpacks a `.deb`'s data into `dest` (no maintainer scripts run), without its setuid, setgid
+/// and world-writable bits (`dpkg-deb -x` keeps them: trixie's `passwd` is setuid root).
 pub(crate) fn extract_deb(deb: &Path, dest: &Path) -> Result<()> {
     fs::create_dir_all(dest)?;
     let out = crate::process::output(Command::new("dpkg-deb").arg("-x").arg(deb).arg(dest))
@@ -536,6 +537,7 @@ pub(crate) fn extract_deb(deb: &Path, dest: &Path) -> Result<()> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
+    crate::cache::drop_special_bits(dest)?;
     Ok(())
 }
 

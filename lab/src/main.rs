@@ -210,40 +210,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
         Cmd::Cache {
             command: CacheCmd::Push { entry, .. },
         } => print!("{}", push_entries(&Cache::from_env()?, entry.as_deref())?),
-        Cmd::Test { quick, args } => {
-            let args = if quick {
-                let mut quick_args = lab::nextest::quick_args(&args)?;
-                // Only what the tier runs is built (cargo's options before nextest's).
-                if let Some(selection) = lab::nextest::quick_build_selection(&args) {
-                    quick_args.splice(2..2, selection);
-                }
-                quick_args
-            } else {
-                args
-            };
-            if let Some(selected) = lab::nextest::select(&args)? {
-                match selected.before_run() {
-                    Some(line) => eprintln!("{line}"),
-                    None => {
-                        eprint!("{}", selected.why_none());
-                        return Ok(lab::nextest::NO_TESTS_RUN);
-                    }
-                }
-            }
-            let run = lab::nextest::test_suite(&args)?;
-            match &run.skips {
-                Some(Ok(marked)) => print!("{marked}"),
-                Some(Err(e)) => eprintln!("lab: error: {e:#}"),
-                None => {}
-            }
-            eprintln!(
-                "lab test: {} in {} (compile included), exit {}",
-                if quick { "the quick tier" } else { "the suite" },
-                lab::bench::minutes(started.elapsed().as_secs_f64()),
-                run.exit_code()
-            );
-            return Ok(run.exit_code());
-        }
+        Cmd::Test { quick, args } => return test(quick, args, started),
         Cmd::Bundle { command } => match command.into() {
             lab::bundle::Command::Create(request) => {
                 device_model::build()?;
@@ -263,6 +230,43 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// `lab test [--quick] ARGS`: what the arguments select said first (or why nothing would run),
+/// then the suite, its marked skips and its time; nextest's exit code.
+fn test(quick: bool, args: Vec<String>, started: Instant) -> Result<i32> {
+    let args = if quick {
+        let mut quick_args = lab::nextest::quick_args(&args)?;
+        // Only what the tier runs is built (cargo's options before nextest's).
+        if let Some(selection) = lab::nextest::quick_build_selection(&args) {
+            quick_args.splice(2..2, selection);
+        }
+        quick_args
+    } else {
+        args
+    };
+    if let Some(selected) = lab::nextest::select(&args)? {
+        match selected.before_run() {
+            Some(line) => eprintln!("{line}"),
+            None => {
+                eprint!("{}", selected.why_none());
+                return Ok(lab::nextest::NO_TESTS_RUN);
+            }
+        }
+    }
+    let run = lab::nextest::test_suite(&args)?;
+    match &run.skips {
+        Some(Ok(marked)) => print!("{marked}"),
+        Some(Err(e)) => eprintln!("lab: error: {e:#}"),
+        None => {}
+    }
+    eprintln!(
+        "lab test: {} in {} (compile included), exit {}",
+        if quick { "the quick tier" } else { "the suite" },
+        lab::bench::minutes(started.elapsed().as_secs_f64()),
+        run.exit_code()
+    );
+    Ok(run.exit_code())
 }
 
 /// `lab topology list|show|from-host`.

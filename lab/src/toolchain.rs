@@ -130,7 +130,7 @@ impl Qemu {
         const RELEASE: Option<&str> = Some("trixie-backports");
         let lock = debian::LockFile::default_path();
         if let Some(resolved) = debian::recorded_resolution(cache, &lock, NAME, ROOTS, None)? {
-            if let Some(entry) = cache.lookup("qemu", &bundle_key(&resolved)) {
+            if let Some(entry) = cache.lookup("qemu", &qemu_key(&resolved)) {
                 resolved.note_substitutions();
                 return Qemu::from_bundle(cache, &entry, &resolved);
             }
@@ -143,13 +143,18 @@ impl Qemu {
             let _span = tracing::debug_span!("resolve_bundle").entered();
             debian::resolve_bundle(&archive, &lock, NAME, ROOTS, RELEASE, None)?
         };
-        let key = bundle_key(&resolved);
+        let key = qemu_key(&resolved);
         let entry = cache.get_or_build("qemu", &key, |dir| {
             crate::progress::step(format!(
                 "provisioning QEMU from {} Debian packages",
                 resolved.packages.len()
             ));
-            debian::unpack_bundle(&archive, &resolved, &dir.join("root"))
+            debian::unpack_bundle(&archive, &resolved, &dir.join("root"))?;
+            // Entries of the old key kept trixie's setuid-root programs: clear them too, once.
+            if let Err(e) = crate::cache::drop_special_bits(&cache.dir("qemu")) {
+                crate::progress::warn(format!("older QEMU entries keep special bits: {e:#}"));
+            }
+            Ok(())
         })?;
         Qemu::from_bundle(cache, &entry, &resolved)
     }
@@ -302,6 +307,17 @@ impl Qemu {
 struct QemuInfo {
     version: String,
     has_vfio_user: bool,
+}
+
+/// The QEMU entry's key: its bundle's, and how it is unpacked. Entries unpacked before the lab
+/// dropped setuid and world-writable bits (issue W2: trixie's `passwd`, `chfn`, `chsh` and
+/// `gpasswd` setuid root in the cache) have another key, so no lab uses them again.
+fn qemu_key(resolved: &ResolvedBundle) -> String {
+    hash_parts(&[
+        ("bundle", bundle_key(resolved).as_bytes()),
+        ("unpacked", b"without special bits"),
+    ])[..16]
+        .to_string()
 }
 
 /// A bundle's cache key: its name and every package's version and checksum.

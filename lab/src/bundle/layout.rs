@@ -555,6 +555,7 @@ fn unpack_layer(blob: &Path, listed: &LayerFiles, dest: &Path) -> Result<()> {
             .remove(name.as_str())
             .ok_or_else(|| anyhow!("{name} is not in the bundle's manifest"))?;
         let path = safe_join(dest, &name)?;
+        no_link_on_the_way(dest, &name)?;
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent)?;
         }
@@ -571,9 +572,16 @@ fn unpack_layer(blob: &Path, listed: &LayerFiles, dest: &Path) -> Result<()> {
                     .with_context(|| format!("linking {}", path.display()))?;
             }
             (None, tar::EntryType::Regular) => {
-                let mut out = Hashing::new(BufWriter::new(
-                    File::create(&path).with_context(|| format!("creating {}", path.display()))?,
-                ));
+                // A new file only: an earlier layer's symlink at this path would be written
+                // through (O_EXCL does not follow it).
+                let file = File::options()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .with_context(|| {
+                        format!("creating {} (a path listed twice?)", path.display())
+                    })?;
+                let mut out = Hashing::new(BufWriter::new(file));
                 io::copy(&mut entry, &mut out).with_context(|| format!("reading {name}"))?;
                 let (w, sha256, size) = out.finish();
                 w.into_inner().map_err(|e| e.into_error())?;
@@ -585,7 +593,10 @@ fn unpack_layer(blob: &Path, listed: &LayerFiles, dest: &Path) -> Result<()> {
                         want.size
                     );
                 }
-                fs::set_permissions(&path, fs::Permissions::from_mode(want.mode))?;
+                fs::set_permissions(
+                    &path,
+                    fs::Permissions::from_mode(want.mode & crate::cache::KEPT_MODE),
+                )?;
             }
             (_, kind) => bail!("{name} is a {kind:?} entry, not what the manifest lists"),
         }
@@ -593,6 +604,32 @@ fn unpack_layer(blob: &Path, listed: &LayerFiles, dest: &Path) -> Result<()> {
     }
     if let Some(missing) = expected.keys().next() {
         bail!("{missing} is in the manifest but not in the layer");
+    }
+    Ok(())
+}
+
+/// Refuses `relative` when a directory on its way under `dest` is a symbolic link (an earlier
+/// entry's `x -> /elsewhere` would carry `x/f` out of the bundle), or when the path itself
+/// already exists (a link and a file at one path).
+fn no_link_on_the_way(dest: &Path, relative: &str) -> Result<()> {
+    let mut at = dest.to_path_buf();
+    let parts: Vec<_> = Path::new(relative).components().collect();
+    for (i, part) in parts.iter().enumerate() {
+        at.push(part);
+        match fs::symlink_metadata(&at) {
+            Err(_) => return Ok(()),
+            Ok(m) if i + 1 == parts.len() => {
+                bail!(
+                    "{relative}: listed after something else at that path ({:?})",
+                    m.file_type()
+                )
+            }
+            Ok(m) if m.file_type().is_symlink() => bail!(
+                "{relative}: {} is a symbolic link; a bundle's files stay inside it",
+                at.strip_prefix(dest).unwrap_or(&at).display()
+            ),
+            Ok(_) => {}
+        }
     }
     Ok(())
 }

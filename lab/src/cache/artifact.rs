@@ -243,6 +243,9 @@ pub(crate) fn unpack_verified(
             bail!("{what}: {path} would land outside the entry: refused");
         }
     }
+    // A registry's layer may carry setuid or world-writable modes (an entry pushed before the
+    // lab dropped them): never kept.
+    crate::cache::drop_special_bits(dest)?;
     verify(dest, files, what)
 }
 
@@ -283,7 +286,7 @@ pub(crate) fn verify(dest: &Path, files: &[FileRecord], what: &str) -> Result<()
                     );
                 }
                 let got_mode = meta.permissions().mode() & 0o7777;
-                if got_mode != *mode {
+                if got_mode != *mode & crate::cache::KEPT_MODE {
                     bail!(
                         "{what}: {} has mode {got_mode:o}, the entry's list says {mode:o}: refused",
                         f.path
@@ -463,6 +466,24 @@ mod tests {
             fs::metadata(src.join("tree/obj/.config")).unwrap().mtime(),
             fs::metadata(dest.join("tree/obj/.config")).unwrap().mtime()
         );
+    }
+
+    #[test]
+    fn a_pulled_setuid_file_keeps_no_s_bit() {
+        // An entry pushed before the lab dropped special bits: its list says 4755.
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        entry(&src);
+        fs::set_permissions(src.join("bzImage"), fs::Permissions::from_mode(0o4755)).unwrap();
+        let blob = dir.path().join("files.tar.zst");
+        let packed = pack(&src, FILES_LAYER, &blob).unwrap();
+        let dest = dir.path().join("dest");
+        unpack_verified(&blob, &dest, &packed.files, "t/k").unwrap();
+        let mode = fs::metadata(dest.join("bzImage"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o755);
     }
 
     #[test]

@@ -118,3 +118,51 @@ fn hash_depends_on_labels_and_boundaries() {
     assert_ne!(a, c);
     assert_eq!(a, hash_parts(&[("a", b"xy"), ("b", b"z")]));
 }
+
+#[test]
+fn special_bits_are_dropped_everywhere_below_a_root_and_links_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fs::create_dir_all(root.join("tmp/deep")).unwrap();
+    let set = |p: &str, mode: u32| {
+        fs::set_permissions(root.join(p), fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let mode = |p: &str| {
+        fs::symlink_metadata(root.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    fs::write(root.join("passwd"), b"x").unwrap();
+    fs::write(root.join("tmp/deep/open"), b"x").unwrap();
+    fs::write(root.join("plain"), b"x").unwrap();
+    set("passwd", 0o4755);
+    set("tmp", 0o1777);
+    set("tmp/deep/open", 0o2666);
+    set("plain", 0o640);
+    // A link to a file outside: neither followed nor changed.
+    let outside = dir.path().join("outside");
+    fs::write(&outside, b"x").unwrap();
+    fs::set_permissions(&outside, fs::Permissions::from_mode(0o4755)).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+    assert_eq!(drop_special_bits(&root).unwrap(), 3);
+    assert_eq!(
+        (
+            mode("passwd"),
+            mode("tmp"),
+            mode("tmp/deep/open"),
+            mode("plain")
+        ),
+        (0o755, 0o775, 0o664, 0o640)
+    );
+    assert_eq!(
+        fs::metadata(&outside).unwrap().permissions().mode() & 0o7777,
+        0o4755
+    );
+    assert_eq!(
+        drop_special_bits(&root).unwrap(),
+        0,
+        "nothing left to change"
+    );
+}

@@ -186,3 +186,110 @@ fn paths_outside_the_tree_are_refused() {
     assert!(safe_join(dest, "/etc/passwd").is_err());
     assert_eq!(safe_join(dest, "a/b").unwrap(), dest.join("a/b"));
 }
+
+/// One entry of a crafted layer: its path, `Ok(symlink target)` or `Err(contents)`, its mode.
+type Crafted<'a> = (&'a str, Result<&'a str, &'a [u8]>, u32);
+
+/// A layer blob (zstd tar) of `entries` (path, symlink target or contents, mode), with the
+/// manifest's list of them: what a crafted bundle can hold.
+fn crafted_layer(dir: &Path, name: &str, entries: &[Crafted<'_>]) -> (PathBuf, LayerFiles) {
+    let blob = dir.join(format!("{name}.tar.zst"));
+    let mut builder =
+        tar::Builder::new(zstd::Encoder::new(File::create(&blob).unwrap(), 3).unwrap());
+    let mut files = Vec::new();
+    for (path, what, mode) in entries {
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(*mode);
+        match what {
+            Ok(target) => {
+                header.set_entry_type(tar::EntryType::Symlink);
+                header.set_size(0);
+                builder.append_link(&mut header, path, target).unwrap();
+                files.push(FileEntry {
+                    path: path.to_string(),
+                    sha256: None,
+                    size: 0,
+                    mode: 0,
+                    link: Some(target.to_string()),
+                });
+            }
+            Err(bytes) => {
+                header.set_entry_type(tar::EntryType::Regular);
+                header.set_size(bytes.len() as u64);
+                builder.append_data(&mut header, path, *bytes).unwrap();
+                use sha2::Digest;
+                files.push(FileEntry {
+                    path: path.to_string(),
+                    sha256: Some(format!("{:x}", sha2::Sha256::digest(bytes))),
+                    size: bytes.len() as u64,
+                    mode: *mode,
+                    link: None,
+                });
+            }
+        }
+    }
+    builder.into_inner().unwrap().finish().unwrap();
+    (
+        blob,
+        LayerFiles {
+            name: name.into(),
+            files,
+        },
+    )
+}
+
+#[test]
+fn a_crafted_layer_cannot_write_outside_the_bundle_or_keep_an_s_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    let dest = dir.path().join("unpacked");
+    fs::create_dir_all(&dest).unwrap();
+    // A symlink to a directory outside, then a setuid file through it (issue W2's finding).
+    let (blob, listed) = crafted_layer(
+        dir.path(),
+        "escape",
+        &[
+            ("x", Ok(outside.to_str().unwrap()), 0o777),
+            ("x/f", Err(b"#!/bin/sh\n"), 0o4755),
+        ],
+    );
+    let err = format!("{:#}", unpack_layer(&blob, &listed, &dest).unwrap_err());
+    assert!(err.contains("x/f: x is a symbolic link"), "{err}");
+    assert!(!outside.join("f").exists(), "written outside the bundle");
+    // The link in one layer, a file at the same path in the next: not written through it.
+    let target = outside.join("target");
+    let (first, first_listed) = crafted_layer(
+        dir.path(),
+        "first",
+        &[("p", Ok(target.to_str().unwrap()), 0o777)],
+    );
+    let (second, second_listed) = crafted_layer(dir.path(), "second", &[("p", Err(b"x"), 0o644)]);
+    let dest = dir.path().join("two-layers");
+    fs::create_dir_all(&dest).unwrap();
+    unpack_layer(&first, &first_listed, &dest).unwrap();
+    let err = format!(
+        "{:#}",
+        unpack_layer(&second, &second_listed, &dest).unwrap_err()
+    );
+    assert!(err.contains("p: listed after something else"), "{err}");
+    assert!(!target.exists(), "written through an earlier layer's link");
+    // s-bits and world-writable bits are dropped; the rest of the mode is kept.
+    let (blob, listed) = crafted_layer(
+        dir.path(),
+        "modes",
+        &[
+            ("suid", Err(b"a"), 0o6755),
+            ("open", Err(b"b"), 0o777),
+            ("plain", Err(b"c"), 0o640),
+        ],
+    );
+    let dest = dir.path().join("modes");
+    fs::create_dir_all(&dest).unwrap();
+    unpack_layer(&blob, &listed, &dest).unwrap();
+    let mode = |f: &str| fs::metadata(dest.join(f)).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(
+        (mode("suid"), mode("open"), mode("plain")),
+        (0o755, 0o775, 0o640)
+    );
+}
