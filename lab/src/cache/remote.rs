@@ -487,13 +487,20 @@ impl Remote {
         scratch: &Path,
         what: &str,
     ) -> Result<(), Failure> {
-        let blob = scratch.join(format!("{}.tar.zst", layer.name));
-        self.fetch_blob(reference, manifest, layer, &blob, what, files)?;
-        artifact::unpack_verified(&blob, dest, files, what)
-            .with_context(|| format!("pulling {what}'s {} layer from {}", layer.name, self.url))
-            .map_err(Failure::Entry)?;
+        // A name of the lab's own, not the registry's layer name (`../x` or an absolute path
+        // would put the registry's bytes anywhere, issue W2); removed pass or fail.
+        let blob = scratch.join("layer.tar.zst");
+        let pulled = self
+            .fetch_blob(reference, manifest, layer, &blob, what, files)
+            .and_then(|()| {
+                artifact::unpack_verified(&blob, dest, files, what)
+                    .with_context(|| {
+                        format!("pulling {what}'s {} layer from {}", layer.name, self.url)
+                    })
+                    .map_err(Failure::Entry)
+            });
         std::fs::remove_file(&blob).ok();
-        Ok(())
+        pulled
     }
 
     /// Downloads layer `layer` to `path`; a blob whose bytes do not match its digest is refused,
