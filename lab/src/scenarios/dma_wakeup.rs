@@ -18,7 +18,8 @@ use crate::devices::DeviceSpec;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
 use crate::guest::GuestCommand;
 use crate::observe::{
-    parse_trace_off_thread, task_wakeups, Interrupts, TaskPlacement, TaskTrace, TaskWakeup,
+    parse_trace_off_thread, task_wakeups, Attribution, Interrupts, TaskPlacement, TaskTrace,
+    TaskWakeup,
 };
 use crate::report::{Direction, Mark, Picture};
 use crate::topology::Topology;
@@ -315,7 +316,10 @@ impl Scenario for DmaWakeup {
             .with_context(|| format!("dmatest in {}", vm.name))?;
         let (_, events) = parse_trace_off_thread(raw_trace).await?;
         let placement = TaskPlacement::from_events(&prefix, &events, topology);
-        let cross_llc = CrossLlcWakeups::fold(&task_wakeups(&prefix, &events), topology);
+        let wakeups = task_wakeups(&prefix, &events);
+        let cross_llc = CrossLlcWakeups::fold(&wakeups, topology);
+        // Which wakeups moved the thread where (issue X1): the mechanism behind the verdict.
+        let attribution = Attribution::of(&wakeups, topology);
         if placement.total_switch_ins() == 0 {
             return Err(crate::sample::reject(format!(
                 "the trace of {} has no switch-in of {prefix}* (trace kept at {})",
@@ -359,6 +363,7 @@ impl Scenario for DmaWakeup {
                     placement: &placement,
                     cross_llc: &cross_llc,
                 },
+                "attribution": attribution,
                 "dmatest": result,
             }),
         })
