@@ -1,4 +1,5 @@
 use super::*;
+use crate::topology::Topology;
 
 /// A task created asleep on CPU 0, woken from CPU 2 and placed there, later moved 2 -> 5 by
 /// CPU 2's stopper; scenario unit tests read it too.
