@@ -218,20 +218,25 @@ fn default_same_min_boots() -> usize {
     SAME_MIN_BOOTS
 }
 
+/// [`Verdict::change`] from its parts: the one rule the decision and the verdict's readers share.
+pub(crate) fn standing_change(shift: f64, mean_difference: f64, magnitude: f64) -> f64 {
+    if shift.abs() <= magnitude
+        && mean_difference.abs() > magnitude
+        && shift * mean_difference >= 0.0
+    {
+        mean_difference
+    } else {
+        shift
+    }
+}
+
 impl Verdict {
     /// The change a DIFFERENT stands on: the shift where it is beyond the magnitude, else the
     /// difference of the means where that is beyond it in the same direction (a change in how
     /// often boots land in a mode moves the mean long before the typical boot), else the
     /// shift. Its sign is the change's direction.
     pub fn change(&self) -> f64 {
-        if self.shift.abs() <= self.magnitude
-            && self.mean_difference.abs() > self.magnitude
-            && self.shift * self.mean_difference >= 0.0
-        {
-            self.mean_difference
-        } else {
-            self.shift
-        }
+        standing_change(self.shift, self.mean_difference, self.magnitude)
     }
 
     /// The direction of the change shown: the shift's sign, or the means' where the typical

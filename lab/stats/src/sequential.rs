@@ -31,7 +31,7 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use super::decision::{same_min_boots, SAME_CONFIDENCE};
+use super::decision::{same_min_boots, standing_change, SAME_CONFIDENCE};
 use super::rank::{choose, kolmogorov_smirnov_p, mann_whitney_p, shift_estimate, shift_interval};
 use super::{
     check, Decision, Interval, Magnitude, Range, StatsError, Summary, Verdict, DIFFERENT_ALPHA,
@@ -222,8 +222,7 @@ impl Looked {
         let same_min_boots = same_min_boots(magnitude, self.range);
         let mean_difference = Summary::of(variant).map_or(0.0, |s| s.mean) - base_mean;
         // The shift, or the means where only they moved (Verdict::change).
-        let beyond = shift.abs() > magnitude
-            || (mean_difference.abs() > magnitude && shift * mean_difference >= 0.0);
+        let beyond = standing_change(shift, mean_difference, magnitude).abs() > magnitude;
         let decision = if significant && beyond {
             Decision::Different
         } else if self.decidable && n >= same_min_boots && inside(interval) && inside(mean_interval)
