@@ -102,13 +102,21 @@ pub enum Cmd {
         cold: bool,
     },
     /// The shipped scenarios with their default variants, parameters and metrics.
-    Scenarios,
+    Scenarios {
+        /// Show this scenario file's instead (checked as `lab compare` checks it).
+        #[arg(long = "scenario", value_name = "FILE")]
+        file: Option<std::path::PathBuf>,
+    },
     /// Run a scenario's variants side by side (interleaved boots, one boot per sample) and print
     /// an LKP-style table. Without arguments: seed S1, v6.12 vs the wake_affine_idle revert.
     Compare {
         /// A shipped scenario (`lab scenarios`).
         #[arg(default_value = "dma-wakeup")]
         scenario: String,
+        /// Run the scenario this file declares instead (docs/SCENARIO-FILES.md; examples in
+        /// `scenarios/`).
+        #[arg(long = "scenario", value_name = "FILE")]
+        file: Option<std::path::PathBuf>,
         /// A column, base first; two or more replace the scenario's defaults. Written
         /// `[NAME=]KERNEL[@feature=F][@cmdline=ARG][@sysctl=KEY=VALUE][@set=PARAM=VALUE]...`,
         /// e.g. `v6.12@feature=NO_RUN_TO_PARITY`.

@@ -107,9 +107,11 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
             topology,
             cold,
         } => bench(command, runs, &topology, cold).await?,
-        Cmd::Scenarios => print!("{}", lab::scenarios::list_text()?),
+        Cmd::Scenarios { file: None } => print!("{}", lab::scenarios::list_text()?),
+        Cmd::Scenarios { file: Some(path) } => print!("{}", lab::scenarios::file_text(&path)?),
         Cmd::Compare {
             scenario,
+            file,
             variants,
             set,
             repetitions,
@@ -124,6 +126,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
         } => {
             let mut request = lab::scenarios::Request {
                 scenario,
+                file,
                 variants,
                 repetitions,
                 max_repetitions,

@@ -48,6 +48,13 @@ impl TaskTrace {
         self
     }
 
+    /// With a per-CPU ring of `kb` KiB (default 4096): a longer or busier run than S1's loses
+    /// events in the default ring, and `stop` then refuses the boot saying so.
+    pub fn buffer_kb(mut self, kb: u32) -> TaskTrace {
+        self.buffer_kb = kb;
+        self
+    }
+
     /// Follows the interrupt with this number (its handler's name varies by driver).
     pub fn with_irq_number(mut self, irq: u32) -> TaskTrace {
         self.irq_number = Some(irq);

@@ -139,7 +139,7 @@ impl GuestOutput {
 
     /// An error quoting the status and both outputs unless the command succeeded: `what`
     /// names the program, `vm` the guest ("fio failed in vm-3 (exit code 1): ...").
-    pub(crate) fn require_success(&self, what: &str, vm: &str) -> anyhow::Result<()> {
+    pub fn require_success(&self, what: &str, vm: &str) -> anyhow::Result<()> {
         if self.success() {
             return Ok(());
         }

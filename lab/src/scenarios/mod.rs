@@ -1,10 +1,11 @@
 //! The scenarios the lab ships, one file each, and the registry `lab scenarios` lists and
-//! `lab compare SCENARIO` runs. A test may also define its own scenario and hand it to
-//! [`crate::experiment::Experiment`] directly.
+//! `lab compare SCENARIO` runs. A scenario may also be a file (`lab compare --scenario FILE`,
+//! [`file`]), or a test's own Rust handed to [`crate::experiment::Experiment`] directly.
 
 pub mod delay_dequeue;
 pub mod dma_wakeup;
 pub mod eevdf_parity;
+pub mod file;
 pub mod irq_spread;
 pub mod its_balance;
 pub mod numa_scan;
@@ -37,6 +38,9 @@ pub(crate) trait Registered {
         lab: &'a Lab,
         request: &'a Request,
     ) -> futures::future::LocalBoxFuture<'a, Result<Outcome>>;
+    /// Every variant of `request`'s comparison planned (parameters, topology, devices): what
+    /// fails there fails before anything is built.
+    fn plan(&self, request: &Request) -> Result<()>;
     /// The kernels and images `request`'s comparison boots, found or built; nothing booted.
     fn materials<'a>(
         &'a self,
@@ -60,6 +64,10 @@ impl<S: Scenario + Clone + 'static> Registered for S {
         request: &'a Request,
     ) -> futures::future::LocalBoxFuture<'a, Result<Outcome>> {
         Box::pin(async move { experiment(self.clone(), request).run(lab).await })
+    }
+
+    fn plan(&self, request: &Request) -> Result<()> {
+        experiment(self.clone(), request).plan().map(drop)
     }
 
     fn materials<'a>(
@@ -98,6 +106,20 @@ pub(crate) fn find(name: &str) -> Result<Box<dyn Registered>> {
             names().join(", ")
         ),
     }
+}
+
+/// The scenario `request` names: its file (`--scenario FILE`), else the shipped one.
+fn requested(request: &Request) -> Result<Box<dyn Registered>> {
+    match &request.file {
+        Some(path) => Ok(Box::new(file::ScenarioFile::read(path)?)),
+        None => find(&request.scenario),
+    }
+}
+
+/// What `lab scenarios --scenario FILE` prints: the file's scenario as `lab scenarios` lists
+/// the shipped ones.
+pub fn file_text(path: &std::path::Path) -> Result<String> {
+    Ok(listing(&file::ScenarioFile::read(path)?)?.to_string())
 }
 
 /// What `lab scenarios` shows of one scenario.
@@ -160,6 +182,7 @@ pub fn list_text() -> Result<String> {
 }
 
 /// One shipped scenario's defaults.
+#[cfg(test)]
 pub(crate) fn describe(name: &str) -> Result<Listing> {
     find(name)?.listing()
 }
@@ -196,6 +219,8 @@ pub(crate) fn default_kernels() -> Result<Vec<String>> {
 pub struct Request {
     /// The registered scenario (`lab scenarios` lists them).
     pub scenario: String,
+    /// A scenario file to run instead (`--scenario FILE`, [`file::ScenarioFile`]).
+    pub file: Option<PathBuf>,
     /// The variants, base first (empty: the scenario's).
     pub variants: Vec<Variant>,
     /// Exactly this many boots per variant (default: adaptive on the primary verdicts).
@@ -231,7 +256,8 @@ pub struct Request {
 impl Request {
     /// What fails before QEMU or a kernel is prepared: a single variant (a comparison needs two
     /// or more, or none for the scenario's defaults), an unknown passthrough device name or
-    /// host file (the devices are resolved here), an unknown scenario.
+    /// host file (the devices are resolved here), an unknown scenario, a scenario file's
+    /// mistakes, a variant that cannot be planned.
     pub fn check(&mut self) -> Result<()> {
         if self.variants.len() == 1 {
             bail!(
@@ -239,20 +265,19 @@ impl Request {
             );
         }
         crate::devices::resolve(&mut self.devices, self.host.as_deref())?;
-        describe(&self.scenario)?;
-        Ok(())
+        requested(self)?.plan(self)
     }
 }
 
 /// Runs a shipped scenario.
 pub async fn compare(lab: &Lab, request: &Request) -> Result<Outcome> {
-    find(&request.scenario)?.compare(lab, request).await
+    requested(request)?.compare(lab, request).await
 }
 
 /// The kernels and images a shipped scenario's comparison boots (what `lab compare` with the
 /// same request would prepare), found or built.
 pub async fn materials(lab: &Lab, request: &Request) -> Result<Materials> {
-    find(&request.scenario)?.materials(lab, request).await
+    requested(request)?.materials(lab, request).await
 }
 
 /// The experiment `request` asks for.

@@ -1,0 +1,209 @@
+//! The scenario file as TOML says it: every table and field, unknown ones refused, the fields
+//! whose meaning is checked after parsing kept with their place in the file so an error can
+//! name its line. [`super::ScenarioFile::parse`] turns this into a checked scenario.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::workload::Dmatest;
+
+/// A whole scenario file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFile {
+    pub name: Spanned<String>,
+    pub description: String,
+    #[serde(default)]
+    pub topology: Option<Spanned<String>>,
+    /// Base first.
+    pub variants: Spanned<Vec<String>>,
+    /// What `--set NAME=VALUE` changes; a value is a string, number or boolean.
+    #[serde(default)]
+    pub params: BTreeMap<String, Spanned<toml::Value>>,
+    /// Named CPUs ([`super::cpus`]): each an expression over parameters and other CPUs.
+    #[serde(default)]
+    pub cpus: BTreeMap<String, Spanned<String>>,
+    #[serde(default, rename = "device")]
+    pub devices: Vec<RawDevice>,
+    #[serde(default)]
+    pub guest: RawGuest,
+    /// The lab's dmatest workload (its parameters; missing ones are the seed report's).
+    #[serde(default)]
+    pub dmatest: Option<RawDmatest>,
+    /// A shell script as the workload.
+    #[serde(default)]
+    pub command: Option<RawCommand>,
+    #[serde(default)]
+    pub watch: Option<RawWatch>,
+    #[serde(default, rename = "metric")]
+    pub metrics: Vec<RawMetric>,
+}
+
+/// One `[[device]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDevice {
+    /// `ioat`, `ptdma`, `nvme` or `nic`, or a parameter naming one.
+    pub kind: Spanned<String>,
+    /// I/OAT channels (default 1).
+    #[serde(default)]
+    pub channels: Option<u8>,
+    /// NVMe I/O queues (default 2).
+    #[serde(default)]
+    pub queues: Option<u16>,
+    /// Vector index -> a CPU set ([`super::cpus`]) its interrupt is pinned to.
+    #[serde(default)]
+    pub pin: BTreeMap<String, Spanned<String>>,
+}
+
+/// `[guest]`: what the guest gets besides the workload.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGuest {
+    /// Guest image recipe (default: the lab's).
+    #[serde(default)]
+    pub image: Option<String>,
+    /// Kernel command-line arguments.
+    #[serde(default)]
+    pub cmdline: Vec<String>,
+    /// Shell commands run in order before the watch starts.
+    #[serde(default)]
+    pub setup: Vec<String>,
+    /// Guest uptime in seconds before the workload starts (after the watch started).
+    #[serde(default)]
+    pub settle_s: Option<f64>,
+}
+
+/// `[dmatest]`: the lab's `Dmatest` parameters plus where its threads start.
+// No `deny_unknown_fields`: serde cannot have it with `flatten`; `parameters` refuses a name
+// dmatest does not have.
+#[derive(Debug, Deserialize)]
+pub(super) struct RawDmatest {
+    /// The CPU its threads start their work on (a CPU expression).
+    #[serde(default)]
+    pub start_cpu: Option<Spanned<String>>,
+    /// The CPU the guest script's own shell is kept on (a CPU expression; `outside A B` finds
+    /// none on a small topology, and then the shell is left where the kernel puts it).
+    #[serde(default)]
+    pub control_cpu: Option<Spanned<String>>,
+    #[serde(flatten)]
+    pub params: BTreeMap<String, toml::Value>,
+}
+
+impl RawDmatest {
+    /// The parameters, missing ones the seed report's.
+    pub(super) fn parameters(&self) -> Result<Dmatest, String> {
+        let mut value =
+            serde_json::to_value(Dmatest::seed_parameters()).map_err(|e| e.to_string())?;
+        let table = value.as_object_mut().expect("Dmatest is a table");
+        for (name, given) in &self.params {
+            if !table.contains_key(name) {
+                let known: Vec<&String> = table.keys().collect();
+                return Err(format!(
+                    "dmatest has no parameter {name:?} (parameters: start_cpu, control_cpu, {})",
+                    known
+                        .iter()
+                        .map(|k| k.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            let json = serde_json::to_value(given).map_err(|e| e.to_string())?;
+            table.insert(name.clone(), json);
+        }
+        serde_json::from_value(value).map_err(|e| e.to_string())
+    }
+}
+
+/// `[command]`: a shell script as the workload.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCommand {
+    /// The script (parameters and CPUs are its shell variables).
+    pub run: String,
+    /// Runs it pinned to this CPU set (a CPU set expression).
+    #[serde(default)]
+    pub pin: Option<Spanned<String>>,
+    /// Keeps the script's own shell on this CPU (see [`RawDmatest::control_cpu`]).
+    #[serde(default)]
+    pub control_cpu: Option<Spanned<String>>,
+    /// Seconds it may take (default 600).
+    #[serde(default)]
+    pub timeout_s: Option<u64>,
+}
+
+/// `[watch]`: the task whose placement is traced.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWatch {
+    /// The task's command-name prefix (`dma0chan0-copy`).
+    pub task: String,
+    /// The interrupt traced beside it: `device N` (its first vector) or `device N vector V`.
+    #[serde(default)]
+    pub irq: Option<Spanned<String>>,
+    /// The CPU the task must start its work on, or the boot fails (a CPU expression).
+    #[serde(default)]
+    pub started_on: Option<Spanned<String>>,
+    /// The trace buffer per CPU in KiB (default: the lab's).
+    #[serde(default)]
+    pub buffer_kb: Option<u32>,
+    /// Named CPUs the page marks on the task's picture.
+    #[serde(default)]
+    pub marks: Vec<String>,
+}
+
+/// One `[[metric]]`: its name, exactly one source, and how it is decided.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetric {
+    pub name: Spanned<String>,
+    /// Share of the task's switch-ins on a CPU set.
+    #[serde(default)]
+    pub switch_ins_on: Option<Spanned<String>>,
+    /// Share of the task's time on CPU on a CPU set.
+    #[serde(default)]
+    pub runtime_on: Option<Spanned<String>>,
+    /// Share of the task's wakeups that targeted a CPU set.
+    #[serde(default)]
+    pub wakeups_on: Option<Spanned<String>>,
+    /// Share of the watched interrupt's handler runs on a CPU set.
+    #[serde(default)]
+    pub irqs_on: Option<Spanned<String>>,
+    /// A count of the task's placement (`migrations`, `cross_llc_migrations`, ...).
+    #[serde(default)]
+    pub placement: Option<Spanned<String>>,
+    /// Share of the task's attributed wakeups that landed so (`same_cpu`, `smt_sibling`,
+    /// `same_llc`, `other_llc`, `other_node`), seen from the task's CPU.
+    #[serde(default)]
+    pub landed: Option<Spanned<String>>,
+    /// A figure of the workload's result (`iops`, `completions`).
+    #[serde(default)]
+    pub workload: Option<Spanned<String>>,
+    /// A regular expression over the workload's output; its first group is the value.
+    #[serde(default)]
+    pub output: Option<Spanned<String>>,
+    /// Comparisons are decided on it.
+    #[serde(default)]
+    pub primary: bool,
+    /// The smallest change that matters: a number in the metric's unit, or `"N%"` of the
+    /// base's mean.
+    #[serde(default)]
+    pub magnitude: Option<Spanned<toml::Value>>,
+    /// `higher`, `lower` or `neutral` (default neutral).
+    #[serde(default)]
+    pub better: Option<Spanned<String>>,
+    /// Shown after the name (shares: `%`).
+    #[serde(default)]
+    pub unit: Option<String>,
+    /// A boot may lack it.
+    #[serde(default)]
+    pub optional: bool,
+}
+
+/// The 1-based line of byte `offset` in `text`.
+pub(super) fn line_of(text: &str, span: Range<usize>) -> usize {
+    text[..span.start.min(text.len())].matches('\n').count() + 1
+}

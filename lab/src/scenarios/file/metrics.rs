@@ -1,0 +1,339 @@
+//! A scenario file's metrics: where each value comes from (the watched task's placement, the
+//! attribution of its wakeups, the watched interrupt, the workload's result or output) and how
+//! it is declared to the runner.
+
+use std::collections::BTreeMap;
+
+use crate::experiment::MetricDef;
+use crate::observe::{Attribution, Landing, TaskPlacement};
+use crate::report::Direction;
+use crate::stats::Magnitude;
+use crate::topology::Topology;
+use crate::workload::DmatestResult;
+
+use super::cpus::{self, Names};
+use super::format::RawMetric;
+
+/// Where a metric's value comes from.
+#[derive(Debug, Clone)]
+pub(super) enum Source {
+    /// Share of the task's switch-ins on a CPU set.
+    SwitchInsOn(String),
+    /// Share of its time on CPU on a CPU set.
+    RuntimeOn(String),
+    /// Share of its wakeups that targeted a CPU set.
+    WakeupsOn(String),
+    /// Share of the watched interrupt on a CPU set (from `/proc/interrupts`).
+    IrqsOn(String),
+    /// A figure of the placement.
+    Placement(PlacementFigure),
+    /// Share of the attributed wakeups that landed so, from the task's CPU.
+    Landed(Landing),
+    /// A figure of dmatest's result.
+    Workload(WorkloadFigure),
+    /// The first group of a regular expression over the workload's output.
+    Output(regex::Regex),
+}
+
+/// The placement's figures a metric can be.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum PlacementFigure {
+    SwitchIns,
+    Wakeups,
+    Migrations,
+    CrossLlcMigrations,
+    CrossNodeMigrations,
+    BalancerMigrations,
+    MaxCpuShare,
+}
+
+const PLACEMENT_FIGURES: [(&str, PlacementFigure); 7] = [
+    ("switch_ins", PlacementFigure::SwitchIns),
+    ("wakeups", PlacementFigure::Wakeups),
+    ("migrations", PlacementFigure::Migrations),
+    ("cross_llc_migrations", PlacementFigure::CrossLlcMigrations),
+    (
+        "cross_node_migrations",
+        PlacementFigure::CrossNodeMigrations,
+    ),
+    ("balancer_migrations", PlacementFigure::BalancerMigrations),
+    ("max_cpu_share", PlacementFigure::MaxCpuShare),
+];
+
+const LANDINGS: [(&str, Landing); 5] = [
+    ("same_cpu", Landing::SameCpu),
+    ("smt_sibling", Landing::SmtSibling),
+    ("same_llc", Landing::SameLlc),
+    ("other_llc", Landing::OtherLlc),
+    ("other_node", Landing::OtherNode),
+];
+
+/// dmatest's figures a metric can be.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum WorkloadFigure {
+    Iops,
+    Completions,
+}
+
+/// One declared metric: its definition for the runner and its source.
+#[derive(Debug, Clone)]
+pub(super) struct FileMetric {
+    pub def: MetricDef,
+    pub source: Source,
+    /// The `[[metric]]`'s line, for errors found while running.
+    pub line: usize,
+}
+
+/// What a metric reads: everything one boot observed.
+pub(super) struct Observed<'a> {
+    pub placement: Option<&'a TaskPlacement>,
+    pub attribution: Option<&'a Attribution>,
+    /// The watched interrupt's count per CPU over the workload.
+    pub irq_delta: &'a [u64],
+    pub dmatest: Option<&'a DmatestResult>,
+    pub output: &'a str,
+}
+
+/// `raw` checked: exactly one source, a known figure, a magnitude where it decides. Errors are
+/// `(field, message)`.
+pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
+    let name = raw.name.get_ref().clone();
+    let field = |f: &str| format!("metric {name:?}: {f}");
+    let mut sources = Vec::new();
+    let sets = [
+        (
+            "switch_ins_on",
+            &raw.switch_ins_on,
+            Source::SwitchInsOn as fn(String) -> Source,
+        ),
+        ("runtime_on", &raw.runtime_on, Source::RuntimeOn),
+        ("wakeups_on", &raw.wakeups_on, Source::WakeupsOn),
+        ("irqs_on", &raw.irqs_on, Source::IrqsOn),
+    ];
+    for (key, value, make) in sets {
+        if let Some(v) = value {
+            sources.push((key, make(v.get_ref().clone())));
+        }
+    }
+    if let Some(v) = &raw.placement {
+        let figure =
+            lookup(&PLACEMENT_FIGURES, v.get_ref()).map_err(|e| (field("placement"), e))?;
+        sources.push(("placement", Source::Placement(figure)));
+    }
+    if let Some(v) = &raw.landed {
+        let landing = lookup(&LANDINGS, v.get_ref()).map_err(|e| (field("landed"), e))?;
+        sources.push(("landed", Source::Landed(landing)));
+    }
+    if let Some(v) = &raw.workload {
+        let figures = [
+            ("iops", WorkloadFigure::Iops),
+            ("completions", WorkloadFigure::Completions),
+        ];
+        let figure = lookup(&figures, v.get_ref()).map_err(|e| (field("workload"), e))?;
+        sources.push(("workload", Source::Workload(figure)));
+    }
+    if let Some(v) = &raw.output {
+        let re = regex::Regex::new(v.get_ref()).map_err(|e| (field("output"), e.to_string()))?;
+        if re.captures_len() < 2 {
+            return Err((
+                field("output"),
+                "the expression has no group ( ) to take the value from".into(),
+            ));
+        }
+        sources.push(("output", Source::Output(re)));
+    }
+    let source = match sources.len() {
+        1 => sources.remove(0).1,
+        0 => {
+            return Err((
+                field("source"),
+                "no source: give one of switch_ins_on, runtime_on, wakeups_on, irqs_on, placement, landed, workload, output".into(),
+            ))
+        }
+        _ => {
+            let keys: Vec<&str> = sources.iter().map(|(k, _)| *k).collect();
+            return Err((field("source"), format!("one source, not {}", keys.join(" and "))));
+        }
+    };
+    let is_share = matches!(
+        source,
+        Source::SwitchInsOn(_)
+            | Source::RuntimeOn(_)
+            | Source::WakeupsOn(_)
+            | Source::IrqsOn(_)
+            | Source::Landed(_)
+            | Source::Placement(PlacementFigure::MaxCpuShare)
+    );
+    let magnitude = match &raw.magnitude {
+        Some(m) => magnitude(m.get_ref()).map_err(|e| (field("magnitude"), e))?,
+        None if raw.primary => {
+            return Err((
+                field("magnitude"),
+                "a primary metric needs the smallest change that matters".into(),
+            ))
+        }
+        None => Magnitude::Absolute(if is_share { 5.0 } else { 0.0 }),
+    };
+    let direction = match raw.better.as_ref().map(|b| b.get_ref().as_str()) {
+        None | Some("neutral") => Direction::Neutral,
+        Some("higher") => Direction::HigherIsBetter,
+        Some("lower") => Direction::LowerIsBetter,
+        Some(other) => {
+            return Err((
+                field("better"),
+                format!("{other:?}: higher, lower or neutral"),
+            ))
+        }
+    };
+    let mut def = if is_share {
+        let mut d = MetricDef::share(&name, 0.0);
+        d.magnitude = magnitude;
+        d
+    } else {
+        let unit = match source {
+            Source::Placement(_) => "per boot",
+            _ => "",
+        };
+        let d = MetricDef::new(&name, unit, direction, magnitude);
+        match source {
+            Source::Output(_) => d,
+            _ => d.non_negative(),
+        }
+    };
+    def.direction = direction;
+    if let Some(unit) = &raw.unit {
+        def.unit = unit.clone();
+    }
+    def.primary = raw.primary;
+    def.optional = raw.optional;
+    Ok(FileMetric {
+        def,
+        source,
+        line: 0,
+    })
+}
+
+fn lookup<T: Copy>(table: &[(&str, T)], name: &str) -> Result<T, String> {
+    table
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
+        .ok_or_else(|| {
+            let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+            format!("{name:?} is not one of {}", names.join(", "))
+        })
+}
+
+/// `20` (in the metric's unit) or `"50%"` (of the base's mean).
+fn magnitude(value: &toml::Value) -> Result<Magnitude, String> {
+    let positive = |x: f64| {
+        if x > 0.0 && x.is_finite() {
+            Ok(x)
+        } else {
+            Err(format!("{x} is not above 0"))
+        }
+    };
+    match value {
+        toml::Value::Integer(n) => Ok(Magnitude::Absolute(positive(*n as f64)?)),
+        toml::Value::Float(x) => Ok(Magnitude::Absolute(positive(*x)?)),
+        toml::Value::String(s) => match s.strip_suffix('%').map(|n| n.trim().parse::<f64>()) {
+            Some(Ok(pct)) => Ok(Magnitude::relative(positive(pct)? / 100.0)),
+            _ => Err(format!(
+                "{s:?}: a number, or a share of the base's mean such as \"50%\""
+            )),
+        },
+        other => Err(format!(
+            "{other}: a number, or a share of the base's mean such as \"50%\""
+        )),
+    }
+}
+
+impl FileMetric {
+    /// This boot's value; `Ok(None)` when the boot has nothing to measure it on.
+    pub(super) fn value(
+        &self,
+        seen: &Observed,
+        names: &Names,
+        topology: &Topology,
+    ) -> Result<Option<f64>, String> {
+        let set = |text: &str| cpus::set(text, names, topology);
+        let share = |part: u64, whole: u64| (whole > 0).then(|| 100.0 * part as f64 / whole as f64);
+        let placement = || seen.placement.ok_or("the file watches no task");
+        Ok(match &self.source {
+            Source::SwitchInsOn(s) => placement()?.share_on(&set(s)?),
+            Source::RuntimeOn(s) => placement()?.runtime_share_on(&set(s)?),
+            Source::WakeupsOn(s) => {
+                let p = placement()?;
+                let cpus = set(s)?;
+                let on: u64 = cpus.iter().filter_map(|c| p.wakeup_targets.get(c)).sum();
+                share(on, p.wakeups)
+            }
+            Source::IrqsOn(s) => {
+                let cpus = set(s)?;
+                let on: u64 = cpus
+                    .iter()
+                    .filter_map(|c| seen.irq_delta.get(*c as usize))
+                    .sum();
+                share(on, seen.irq_delta.iter().sum())
+            }
+            Source::Placement(figure) => Some(placement_figure(placement()?, *figure)),
+            Source::Landed(landing) => {
+                let a = seen.attribution.ok_or("the file watches no task")?;
+                share(a.landed_anywhere(*landing), a.total())
+            }
+            Source::Workload(figure) => {
+                let d = seen.dmatest.ok_or("the workload is not dmatest")?;
+                Some(match figure {
+                    WorkloadFigure::Iops => d.total_iops(),
+                    WorkloadFigure::Completions => d.total_tests() as f64,
+                })
+            }
+            Source::Output(re) => match re.captures(seen.output).and_then(|c| c.get(1)) {
+                Some(m) => Some(m.as_str().trim().parse::<f64>().map_err(|e| {
+                    format!(
+                        "the output's {:?} for /{re}/ is not a number: {e}",
+                        m.as_str()
+                    )
+                })?),
+                None => None,
+            },
+        })
+    }
+}
+
+fn placement_figure(p: &TaskPlacement, figure: PlacementFigure) -> f64 {
+    match figure {
+        PlacementFigure::SwitchIns => p.total_switch_ins() as f64,
+        PlacementFigure::Wakeups => p.wakeups as f64,
+        PlacementFigure::Migrations => p.migrations as f64,
+        PlacementFigure::CrossLlcMigrations => p.cross_llc_migrations as f64,
+        PlacementFigure::CrossNodeMigrations => p.cross_node_migrations as f64,
+        PlacementFigure::BalancerMigrations => p.balancer_migrations as f64,
+        PlacementFigure::MaxCpuShare => p.max_cpu_share().1,
+    }
+}
+
+/// Every metric's value for one boot; a required one missing is an error naming it.
+pub(super) fn values(
+    metrics: &[FileMetric],
+    seen: &Observed,
+    names: &Names,
+    topology: &Topology,
+    file: &str,
+) -> anyhow::Result<BTreeMap<String, f64>> {
+    let mut out = BTreeMap::new();
+    for m in metrics {
+        let at = || format!("{file}: line {}: metric {:?}", m.line, m.def.name);
+        match m.value(seen, names, topology).map_err(|e| anyhow::anyhow!("{}: {e}", at()))? {
+            Some(v) => {
+                out.insert(m.def.name.clone(), v);
+            }
+            None if m.def.optional => {}
+            None => anyhow::bail!(
+                "{}: this boot has nothing to measure it on (mark it `optional = true` if a boot may lack it)",
+                at()
+            ),
+        }
+    }
+    Ok(out)
+}

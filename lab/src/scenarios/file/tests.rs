@@ -1,0 +1,286 @@
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::*;
+use crate::experiment::{apply_overrides, Experiment};
+use crate::observe::TaskPlacement;
+use crate::scenarios::DmaWakeup;
+
+fn s1_path() -> std::path::PathBuf {
+    crate::repo_path("scenarios/dma-wakeup.toml")
+}
+
+fn s1() -> ScenarioFile {
+    ScenarioFile::read(&s1_path()).unwrap()
+}
+
+fn ci() -> Topology {
+    Topology::by_name(crate::host::DEFAULT_TOPOLOGY).unwrap()
+}
+
+/// The S1 file with `old` replaced by `new`, parsed: the error's text.
+fn error_of(old: &str, new: &str) -> String {
+    let text = std::fs::read_to_string(s1_path()).unwrap();
+    assert!(text.contains(old), "{old:?} is not in the S1 file");
+    let text = text.replacen(old, new, 1);
+    format!(
+        "{:#}",
+        ScenarioFile::parse(&text, Path::new("s1.toml")).unwrap_err()
+    )
+}
+
+/// The line of the S1 file holding `needle`, after replacing `old` with `new`.
+fn line_with(old: &str, new: &str, needle: &str) -> usize {
+    let text = std::fs::read_to_string(s1_path())
+        .unwrap()
+        .replacen(old, new, 1);
+    text.lines().position(|l| l.contains(needle)).unwrap() + 1
+}
+
+#[test]
+fn the_s1_file_plans_what_the_rust_s1_plans() {
+    let file = s1();
+    let rust = DmaWakeup::seed();
+    assert_eq!(file.default_variants(), rust.default_variants());
+    assert_eq!(Scenario::topology(&file), Scenario::topology(&rust));
+    let primaries: Vec<MetricDef> = file.metrics().into_iter().filter(|m| m.primary).collect();
+    let rust_primaries: Vec<MetricDef> = rust.metrics().into_iter().filter(|m| m.primary).collect();
+    assert_eq!(
+        primaries, rust_primaries,
+        "the same decision, the same magnitude and range"
+    );
+    let t = ci();
+    assert_eq!(
+        file.plan(file.params(), &t).unwrap().devices,
+        rust.plan(rust.params(), &t).unwrap().devices
+    );
+    assert_eq!(
+        file.params()["dmatest"],
+        serde_json::to_value(&rust.params().dmatest).unwrap()
+    );
+    // Every variant of the experiment planned, as `lab compare` does before building.
+    assert_eq!(Experiment::new(file).plan().unwrap().len(), 2);
+}
+
+#[test]
+fn set_moves_the_interrupt_as_it_does_in_rust() {
+    let file = s1();
+    let t = ci();
+    for (placement, cpu) in [("same-llc", 1), ("cross-llc", 2), ("remote-node", 4)] {
+        let set = BTreeMap::from([("placement".to_string(), placement.to_string())]);
+        let params = apply_overrides(file.params(), &set).unwrap();
+        let plan = file.plan(&params, &t).unwrap();
+        assert_eq!(plan.devices[0].irq_cpus, [Some(vec![cpu])], "{placement}");
+    }
+    let set = BTreeMap::from([("engine".to_string(), "ptdma".to_string())]);
+    let plan = file
+        .plan(&apply_overrides(file.params(), &set).unwrap(), &t)
+        .unwrap();
+    assert_eq!(plan.devices, [DeviceSpec::ptdma().irq_on_cpus(0, &[2])]);
+    let set = BTreeMap::from([("dmatest.polled".to_string(), "true".to_string())]);
+    let params = apply_overrides(file.params(), &set).unwrap();
+    assert!(file.dmatest(&params).unwrap().polled);
+}
+
+#[test]
+fn the_shell_sees_parameters_and_cpus_as_variables() {
+    let file = s1();
+    let found = file.named_cpus(file.params(), &ci()).unwrap();
+    let names = Names {
+        params: file.params().as_object().unwrap(),
+        cpus: &found,
+    };
+    let vars: BTreeMap<String, String> = file.shell_variables(&names).into_iter().collect();
+    assert_eq!(vars["irq"], "2");
+    assert_eq!(vars["control"], "7");
+    assert_eq!(vars["placement"], "cross-llc");
+    assert!(!vars.contains_key("dmatest"), "a table is not a variable");
+}
+
+#[test]
+fn metrics_read_a_recorded_s1_boot_as_the_toolkit_does() {
+    let file = s1();
+    let t = ci();
+    let events = crate::observe::parse_trace(include_str!("../../observe/fixtures/s1-v6.12.trace"));
+    let placement = TaskPlacement::from_events("dma0chan0-copy", &events, &t);
+    let attribution = crate::observe::Attribution::of(
+        &crate::observe::task_wakeups("dma0chan0-copy", &events),
+        &t,
+    );
+    let found = file.named_cpus(file.params(), &t).unwrap();
+    let names = Names {
+        params: file.params().as_object().unwrap(),
+        cpus: &found,
+    };
+    let irq_delta = [0, 0, 30, 0, 0, 0, 0, 0];
+    let seen = metrics::Observed {
+        placement: Some(&placement),
+        attribution: Some(&attribution),
+        irq_delta: &irq_delta,
+        dmatest: None,
+        output: "",
+    };
+    let value = |name: &str| {
+        let m = file.metrics.iter().find(|m| m.def.name == name).unwrap();
+        m.value(&seen, &names, &t).unwrap()
+    };
+    assert_eq!(value("share_on_irq_cpu"), placement.share_on(&[2]));
+    assert_eq!(value("share_in_irq_llc"), placement.share_on(&[2, 3]));
+    assert_eq!(
+        value("runtime_on_irq_cpu"),
+        placement.runtime_share_on(&[2])
+    );
+    assert_eq!(value("irq_on_pinned_cpu"), Some(100.0));
+    assert_eq!(
+        value("cross_llc_migrations"),
+        Some(placement.cross_llc_migrations as f64)
+    );
+    let other = attribution.landed_anywhere(crate::observe::Landing::OtherLlc);
+    assert_eq!(
+        value("woken_into_other_llc"),
+        Some(100.0 * other as f64 / attribution.total() as f64)
+    );
+    let err = file
+        .metrics
+        .iter()
+        .find(|m| m.def.name == "iops")
+        .unwrap()
+        .value(&seen, &names, &t);
+    assert!(err.unwrap_err().contains("not dmatest"));
+}
+
+#[test]
+fn an_output_metric_takes_its_first_group() {
+    let text = "name = \"x\"\ndescription = \"d\"\nvariants = [\"v6.12\", \"v6.12+wake-affine-idle-revert\"]\n\
+                [command]\nrun = \"echo took 12.5 ms\"\n\
+                [[metric]]\nname = \"took\"\noutput = 'took ([0-9.]+) ms'\nprimary = true\nmagnitude = \"20%\"\n";
+    let file = ScenarioFile::parse(text, Path::new("x.toml")).unwrap();
+    let m = &file.metrics[0];
+    assert_eq!(m.def.magnitude, crate::stats::Magnitude::relative(0.2));
+    let names = Names {
+        params: &serde_json::Map::new(),
+        cpus: &BTreeMap::new(),
+    };
+    let seen = |output| metrics::Observed {
+        placement: None,
+        attribution: None,
+        irq_delta: &[],
+        dmatest: None,
+        output,
+    };
+    assert_eq!(
+        m.value(&seen("took 12.5 ms\n"), &names, &ci()),
+        Ok(Some(12.5))
+    );
+    assert_eq!(m.value(&seen("nothing"), &names, &ci()), Ok(None));
+}
+
+#[test]
+fn a_wrong_field_names_its_line() {
+    let line = line_with("settle_s = 3", "settle = 3", "settle = 3");
+    let err = error_of("settle_s = 3", "settle = 3");
+    assert!(
+        err.starts_with(&format!("s1.toml: line {line}: unknown field `settle`")),
+        "{err}"
+    );
+    assert!(err.contains("settle_s"), "the fields it could be: {err}");
+}
+
+#[test]
+fn an_unknown_metric_source_or_figure_is_refused_with_its_line() {
+    let old = "placement = \"cross_llc_migrations\"";
+    let err = error_of(old, "placement = \"jumps\"");
+    let line = line_with(old, old, "name = \"cross_llc_migrations\"");
+    assert!(
+        err.contains(&format!(
+            "line {line}: metric \"cross_llc_migrations\": placement: \"jumps\" is not one of"
+        )),
+        "{err}"
+    );
+    let err = error_of("workload = \"iops\"", "");
+    assert!(err.contains("metric \"iops\": source: no source"), "{err}");
+    let err = error_of(
+        "workload = \"iops\"",
+        "workload = \"iops\"\nruntime_on = \"irq\"",
+    );
+    assert!(
+        err.contains("one source, not runtime_on and workload"),
+        "{err}"
+    );
+    let err = error_of("workload = \"iops\"", "output = 'iops ('");
+    assert!(
+        err.contains("metric \"iops\": output: regex parse error"),
+        "{err}"
+    );
+    let err = error_of("workload = \"iops\"", "output = 'iops [0-9]+'");
+    assert!(err.contains("no group"), "{err}");
+}
+
+#[test]
+fn a_cpu_outside_the_topology_fails_the_plan_with_the_line() {
+    let text =
+        std::fs::read_to_string(s1_path())
+            .unwrap()
+            .replacen("start_cpu = 0", "start_cpu = 12", 1);
+    let file = ScenarioFile::parse(&text, Path::new("s1.toml")).unwrap();
+    let err = format!("{:#}", file.plan(file.params(), &ci()).unwrap_err());
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("start = "))
+        .unwrap()
+        + 1;
+    assert!(
+        err.contains(&format!(
+            "s1.toml: line {line}: cpus.start: CPU 12 is outside topology ci-2node-4llc"
+        )),
+        "{err}"
+    );
+    let set = BTreeMap::from([("start_cpu".to_string(), "first".to_string())]);
+    let params = apply_overrides(s1().params(), &set).unwrap();
+    let err = format!("{:#}", s1().plan(&params, &ci()).unwrap_err());
+    assert!(
+        err.contains("params.start_cpu: \"first\" is not a number"),
+        "{err}"
+    );
+}
+
+#[test]
+fn names_that_are_not_defined_are_refused_before_any_topology() {
+    let err = error_of("irq = \"placement start\"", "irq = \"placement begin\"");
+    assert!(
+        err.contains("cpus.irq: \"begin\" is neither a named CPU nor a parameter"),
+        "{err}"
+    );
+    let err = error_of("pin = { 0 = \"irq\" }", "pin = { 0 = \"llc irk\" }");
+    assert!(err.contains("device[0].pin.0: \"irk\" is neither"), "{err}");
+    let err = error_of("irq = \"device 0\"", "irq = \"device 1\"");
+    assert!(
+        err.contains("watch.irq: device 1: the file has 1 [[device]] tables"),
+        "{err}"
+    );
+    let err = error_of(
+        "marks = [\"irq\", \"start\"]",
+        "marks = [\"irq\", \"begin\"]",
+    );
+    assert!(
+        err.contains("watch.marks: \"begin\" is not a named CPU"),
+        "{err}"
+    );
+    let err = error_of("[dmatest]", "[dmatest]\nchanels = 2");
+    assert!(
+        err.contains("dmatest has no parameter \"chanels\""),
+        "{err}"
+    );
+    let err = error_of("primary = true", "");
+    assert!(err.contains("no metric is `primary = true`"), "{err}");
+    let err = error_of("topology = \"ci-2node-4llc\"", "topology = \"ci-9node\"");
+    assert!(err.contains("topology"), "{err}");
+    let err = error_of(
+        "variants = [\"v6.12\", \"v6.12+wake-affine-idle-revert\"]",
+        "variants = [\"v6.12\"]",
+    );
+    assert!(
+        err.contains("variants: a comparison needs two or more"),
+        "{err}"
+    );
+}
