@@ -265,3 +265,55 @@ fn s1_runs_from_its_bundle_offline_without_cargo() {
         "left running"
     );
 }
+
+/// A scenario file's comparison bundled (`lab bundle create --scenario FILE`): the bundle
+/// carries the file as `scenarios/NAME.toml`, and its lab runs it by that path.
+#[test]
+fn a_scenario_file_runs_from_its_bundle() {
+    let Some(lab_bin) = common::lab_binary("offline bundle") else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let scratch = scratch.path();
+    for d in ["empty-cache", "tmp"] {
+        std::fs::create_dir_all(scratch.join(d)).unwrap();
+    }
+    let file = scratch.join("s1-file.bundle");
+    let s1 = lab::repo_path("scenarios/dma-wakeup.toml");
+    let out = Command::new(&lab_bin)
+        .args(["bundle", "create", "--scenario"])
+        .arg(&s1)
+        .arg("-o")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "bundle create failed:\n{stderr}");
+    assert!(stdout.contains("recipes"), "{stdout}");
+    let marker = format!("{}-file", std::process::id());
+    let dmatest = common::s1_tcg_dmatest();
+    let mut compare = vec![
+        "compare",
+        "--scenario",
+        "scenarios/dma-wakeup-file.toml",
+        "--repetitions",
+        "1",
+    ];
+    compare.extend(dmatest.iter().map(String::as_str));
+    let out = run_bundled(&lab_bin, false, &file, None, &compare, scratch, &marker);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "the bundled file did not run:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("compare --scenario scenarios/dma-wakeup-file.toml"),
+        "the bundle says how to run its file:\n{stderr}"
+    );
+    assert!(stdout.contains("share_on_irq_cpu"), "{stdout}");
+    assert!(
+        std::fs::read_dir(scratch.join("results/dma-wakeup-file"))
+            .is_ok_and(|mut d| d.next().is_some()),
+        "no record under LAB_RESULTS_DIR"
+    );
+}

@@ -87,8 +87,12 @@ pub enum OnBootFailure {
 /// One `lab bisect`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Request {
-    /// The registered scenario the steps run (`dma-wakeup`).
+    /// The registered scenario the steps run (`dma-wakeup`), or the name of `file`'s.
     pub scenario: String,
+    /// A scenario file the steps run instead (`lab bisect --scenario FILE`); read again by
+    /// `--resume`.
+    #[serde(default)]
+    pub file: Option<PathBuf>,
     /// The good end: its kernel, settings and parameters (the kernel is unused for a git
     /// range, whose good end is the `good` commit).
     pub good: Variant,
@@ -151,6 +155,7 @@ impl Request {
         };
         Ok(Request {
             scenario,
+            file: None,
             good: good_variant,
             bad: bad_variant,
             changes,
@@ -426,8 +431,11 @@ pub(crate) fn flip(v: Verdict) -> Verdict {
 }
 
 /// Runs a new bisect in a fresh directory under `results/bisect-<name>/`.
-pub async fn run(lab: &Lab, request: Request) -> Result<Outcome> {
-    let scenario = crate::scenarios::find(&request.scenario)?;
+pub async fn run(lab: &Lab, mut request: Request) -> Result<Outcome> {
+    let scenario = crate::scenarios::named_or_file(&request.scenario, request.file.as_deref())?;
+    if request.file.is_some() {
+        request.scenario = scenario.listing()?.name;
+    }
     run_with(lab, scenario.as_ref(), request).await
 }
 
@@ -454,7 +462,8 @@ pub(crate) async fn run_with(
 /// Continues the bisect in `dir` (its `bisect.json`): finished steps are read back, not run.
 pub async fn resume(lab: &Lab, dir: &Path) -> Result<Outcome> {
     let record = BisectRecord::read(dir)?;
-    let scenario = crate::scenarios::find(&record.request.scenario)?;
+    let request = &record.request;
+    let scenario = crate::scenarios::named_or_file(&request.scenario, request.file.as_deref())?;
     resume_with(lab, scenario.as_ref(), dir).await
 }
 

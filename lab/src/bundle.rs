@@ -48,10 +48,11 @@ pub enum Command {
     Run(RunRequest),
 }
 
-/// What `lab bundle create` bundles: a shipped scenario's comparison, as `lab compare` takes it.
+/// What `lab bundle create` bundles: a scenario's comparison, as `lab compare` takes it.
 #[derive(Debug, Clone, Default)]
 pub struct CreateRequest {
-    /// The scenario (`lab scenarios`).
+    /// The scenario: a shipped one's name (`lab scenarios`), or a scenario file (a path ending
+    /// in `.toml`), which the bundle carries as `scenarios/FILE`.
     pub scenario: String,
     /// The variants, base first (empty: the scenario's).
     pub variants: Vec<Variant>,
@@ -70,6 +71,10 @@ struct Metadata {
     /// The bundled lab's version.
     lab: String,
     scenario: String,
+    /// The scenario file the bundle carries (`scenarios/NAME.toml` under its repository), for
+    /// `compare --scenario`.
+    #[serde(default)]
+    scenario_file: Option<String>,
     variants: Vec<String>,
     topology: String,
     /// The compiler and linker the bundled kernels' keys hash.
@@ -117,8 +122,13 @@ impl fmt::Display for Created {
 /// Finds or builds everything the comparison boots (as `lab compare` would), and writes it
 /// with the lab itself into one bundle file.
 pub async fn create(request: &CreateRequest) -> Result<Created> {
+    let file = request
+        .scenario
+        .ends_with(".toml")
+        .then(|| PathBuf::from(&request.scenario));
     let mut compare = crate::scenarios::Request {
         scenario: request.scenario.clone(),
+        file: file.clone(),
         variants: request.variants.clone(),
         set: request.set.clone(),
         topology: request.topology.clone(),
@@ -139,14 +149,21 @@ pub async fn create(request: &CreateRequest) -> Result<Created> {
     }
     let default_kernel = lab.default_kernel().clone();
     let (cache, request) = (lab.cache.clone(), request.clone());
-    tokio::task::spawn_blocking(move || assemble(&cache, &request, default_kernel, materials))
-        .await?
+    let file = match file {
+        Some(path) => Some(crate::scenarios::file::ScenarioFile::read(&path)?),
+        None => None,
+    };
+    tokio::task::spawn_blocking(move || {
+        assemble(&cache, &request, file.as_ref(), default_kernel, materials)
+    })
+    .await?
 }
 
 /// Writes the bundle of `materials` (blocking: it copies and compresses some 150 MB).
 fn assemble(
     cache: &Cache,
     request: &CreateRequest,
+    file: Option<&crate::scenarios::file::ScenarioFile>,
     default_kernel: crate::kernel::BootKernel,
     materials: crate::experiment::Materials,
 ) -> Result<Created> {
@@ -193,11 +210,24 @@ fn assemble(
             sources: vec![source(&entry, &format!("cache/images/{}", image.hash), &[])],
         });
     }
-    layers.push(recipes_layer(cache, &bundles)?);
+    let mut recipes = recipes_layer(cache, &bundles)?;
+    let scenario_file = file.map(|f| {
+        let name = format!("scenarios/{}.toml", crate::host::sanitize(f.name()));
+        recipes
+            .sources
+            .push(source(f.path(), &format!("repo/{name}"), &[]));
+        name
+    });
+    layers.push(recipes);
+    let scenario = match file {
+        Some(f) => f.name().to_string(),
+        None => request.scenario.clone(),
+    };
     let metadata = Metadata {
         format: FORMAT,
         lab: env!("CARGO_PKG_VERSION").to_string(),
-        scenario: request.scenario.clone(),
+        scenario: scenario.clone(),
+        scenario_file,
         variants: materials.variants.iter().map(|v| v.0.clone()).collect(),
         topology: materials.topology.clone(),
         kernel_toolchain,
@@ -205,7 +235,7 @@ fn assemble(
     let written = layout::write(
         &request.output,
         ARTIFACT_TYPE,
-        &request.scenario,
+        &scenario,
         serde_json::to_value(&metadata)?,
         &layers,
     )?;
@@ -460,6 +490,11 @@ pub fn run(request: &RunRequest) -> Result<i32> {
         metadata.variants.join(" vs "),
         metadata.topology
     ));
+    if let Some(file) = &metadata.scenario_file {
+        crate::progress::step(format!(
+            "bundle: its scenario is the file {file}: `compare --scenario {file}` runs it"
+        ));
+    }
     let mut cmd = command(&dir, &metadata, &request.args)?;
     let status = crate::process::status(&mut cmd)?;
     Ok(exit_code(status))
@@ -528,6 +563,7 @@ mod tests {
             format: FORMAT,
             lab: "0".into(),
             scenario: "dma-wakeup".into(),
+            scenario_file: None,
             variants: vec!["a".into(), "b".into()],
             topology: "t".into(),
             kernel_toolchain: "gcc 1; ld 2".into(),

@@ -171,8 +171,11 @@ pub enum Cmd {
     /// Prints the bisect log; the record and page go to results/bisect-NAME/.
     Bisect {
         /// A shipped scenario (`lab scenarios`).
-        #[arg(required_unless_present = "resume")]
+        #[arg(required_unless_present_any = ["resume", "file"])]
         scenario: Option<String>,
+        /// Bisect on the scenario this file declares instead (docs/SCENARIO-FILES.md).
+        #[arg(long = "scenario", value_name = "FILE", conflicts_with = "scenario")]
+        file: Option<PathBuf>,
         /// The good end: a variant (`v6.12`, settings and `@set=` allowed), or with --git-recipe a
         /// git ref.
         #[arg(long, required_unless_present = "resume")]
@@ -215,7 +218,7 @@ pub enum Cmd {
         #[arg(long)]
         name: Option<String>,
         /// Continue the bisect in DIR after a kill: finished steps are read back, not repeated.
-        #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "good", "bad", "series", "git_recipe"])]
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "file", "good", "bad", "series", "git_recipe"])]
         resume: Option<PathBuf>,
     },
     /// The host devices the lab may pass through to guests (hosts/NAME.toml).
@@ -281,8 +284,9 @@ pub enum BundleCmd {
     /// Write a bundle of a scenario's comparison (its kernels and images found or built, as
     /// `lab compare` would) and print its size by part.
     Create {
-        /// A shipped scenario (`lab scenarios`).
-        #[arg(long, default_value = "dma-wakeup")]
+        /// A shipped scenario (`lab scenarios`), or a scenario file (a path ending in `.toml`,
+        /// carried in the bundle as `scenarios/NAME.toml`).
+        #[arg(long, default_value = "dma-wakeup", value_name = "NAME|FILE")]
         scenario: String,
         /// A variant, base first (as `lab compare` takes them; none: the scenario's).
         #[arg(long = "variant", value_name = "VARIANT")]

@@ -42,6 +42,7 @@ mod boots;
 mod metric;
 mod overrides;
 
+pub use crate::sample::reject as reject_sample;
 pub(crate) use boots::BootFailure;
 pub(crate) use boots::Phases;
 use boots::{names, Boots};

@@ -154,6 +154,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
         },
         Cmd::Bisect {
             scenario,
+            file,
             good,
             bad,
             series,
@@ -180,6 +181,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                         git_recipe,
                     )?;
                     let request = lab::bisect::Request {
+                        file,
                         metric,
                         set: set.into_iter().collect(),
                         topology,

@@ -11,9 +11,11 @@ use serde::{Deserialize, Serialize};
 use crate::vm::Vm;
 
 mod attribution;
+mod crossings;
 mod placement;
 mod wakeups;
 pub use attribution::{waker_class, Attribution, Landing};
+pub use crossings::CrossLlcWakeups;
 pub use placement::{task_wakeups, TaskPlacement, TaskWakeup};
 pub use wakeups::task_class;
 pub(crate) use wakeups::{allowed_cpus, read_id_cpulists, WakeupTrace, Wakeups, HARD_IRQ};

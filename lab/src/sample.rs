@@ -21,8 +21,10 @@ impl fmt::Display for Rejected {
 
 impl std::error::Error for Rejected {}
 
-/// The error that refuses a boot's sample because of `cause`.
-pub(crate) fn reject(cause: impl Into<String>) -> anyhow::Error {
+/// The error that refuses a boot's sample because of `cause`: return it from a scenario's
+/// `measure` and the runner keeps the boot's logs, records the cause and boots a replacement
+/// (re-exported as `lab::experiment::reject_sample`).
+pub fn reject(cause: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(Rejected {
         cause: cause.into(),
     })

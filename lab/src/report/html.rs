@@ -21,6 +21,7 @@ use super::{
 };
 use crate::topology::Topology;
 
+mod attribution;
 mod heatmap;
 use heatmap::heatmaps;
 
@@ -99,6 +100,7 @@ pub(crate) fn render(
     }
     page += &rejected(record);
     page += &heatmaps(record, record_path, picture, topology.as_ref())?;
+    page += &attribution::section(record);
     for (g, rows) in groups.iter().zip(&rows) {
         page += &table(g, rows);
     }

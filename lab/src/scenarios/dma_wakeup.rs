@@ -18,8 +18,8 @@ use crate::devices::DeviceSpec;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
 use crate::guest::GuestCommand;
 use crate::observe::{
-    parse_trace_off_thread, task_wakeups, Attribution, Interrupts, TaskPlacement, TaskTrace,
-    TaskWakeup,
+    parse_trace_off_thread, task_wakeups, Attribution, CrossLlcWakeups, Interrupts, TaskPlacement,
+    TaskTrace,
 };
 use crate::report::{Direction, Mark, Picture};
 use crate::topology::Topology;
@@ -370,46 +370,6 @@ impl Scenario for DmaWakeup {
     }
 }
 
-/// The wakeups of S1's thread that cross an LLC boundary: issued from a CPU in another LLC
-/// than the thread's CPU at that moment, which `wake_affine_idle()` decides to pull to the
-/// waker's LLC or not. The fields keep the names the records' `placement` details have.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub(crate) struct CrossLlcWakeups {
-    /// Wakeups issued from a CPU in another LLC than the task's CPU (from `sched_waking` on the
-    /// waker's CPU to the `sched_wakeup` that placed the task).
-    pub wakeups_from_other_llc: u64,
-    /// Of those, the ones that placed the task in the waker's LLC: the wakeup pulled it across.
-    pub wakeups_pulled_to_waker_llc: u64,
-    /// Who was running on the waker's CPU for the cross-LLC wakeups that did not pull the task
-    /// (`<idle>` for an interrupt on an idle CPU, `ksoftirqd/N` for deferred softirqs, ...).
-    pub unpulled_wakers: BTreeMap<String, u64>,
-}
-
-impl CrossLlcWakeups {
-    /// Folds the thread's wakeups by `topology`'s LLCs. A wakeup whose `sched_waking` the
-    /// trace lacks, or whose target it does not show, counts in none of the figures.
-    pub(crate) fn fold(wakeups: &[TaskWakeup], topology: &Topology) -> CrossLlcWakeups {
-        let llc = |c: u32| topology.llc_of(c).map(|l| l.id);
-        let mut out = CrossLlcWakeups::default();
-        for w in wakeups {
-            let (Some(waker), Some(woken_on), Some(target)) = (&w.waker, w.woken_on, w.target_cpu)
-            else {
-                continue;
-            };
-            if llc(w.waker_cpu) == llc(woken_on) {
-                continue;
-            }
-            out.wakeups_from_other_llc += 1;
-            if llc(target) == llc(w.waker_cpu) {
-                out.wakeups_pulled_to_waker_llc += 1;
-            } else {
-                *out.unpulled_wakers.entry(waker.clone()).or_default() += 1;
-            }
-        }
-        out
-    }
-}
-
 /// The `placement` of S1's details: the generic placement and S1's cross-LLC figures side by
 /// side in one object.
 #[derive(Serialize)]
@@ -478,12 +438,8 @@ pub(crate) fn metrics(
                 / placement.wakeups as f64,
         );
     }
-    if cross_llc.wakeups_from_other_llc > 0 {
-        m.insert(
-            "pulled_across_llc".into(),
-            100.0 * cross_llc.wakeups_pulled_to_waker_llc as f64
-                / cross_llc.wakeups_from_other_llc as f64,
-        );
+    if let Some(share) = cross_llc.pulled_share() {
+        m.insert("pulled_across_llc".into(), share);
     }
     if irq_total > 0 {
         m.insert(
@@ -514,38 +470,6 @@ mod tests {
     fn cross_llc(trace: &str) -> CrossLlcWakeups {
         let events = crate::observe::parse_trace(trace);
         CrossLlcWakeups::fold(&task_wakeups("dma0chan0-copy", &events), &ci())
-    }
-
-    #[test]
-    fn a_wakeup_from_another_llc_that_placed_the_thread_there_pulled_it() {
-        // Woken from CPU 2 while on CPU 0 (another LLC), placed on CPU 2: pulled across.
-        let c = cross_llc(PULLED_TRACE);
-        assert_eq!(
-            (c.wakeups_from_other_llc, c.wakeups_pulled_to_waker_llc),
-            (1, 1)
-        );
-        assert!(c.unpulled_wakers.is_empty());
-    }
-
-    #[test]
-    fn a_queued_cross_llc_wakeup_that_stayed_is_unpulled_and_names_its_waker() {
-        // The IRQ on CPU 2 wakes the task whose CPU is 0; the wakeup is queued to CPU 0 and its
-        // sched_wakeup fires there, in the IPI. It stayed in its LLC: not pulled.
-        let c = cross_llc(
-            "\
-          <idle>-0     [002] d.h1.    10.000400: irq_handler_entry: irq=24 name=ioat-msix
-     ksoftirqd/2-21    [002] d.s2.    10.000440: sched_waking: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=000
-          <idle>-0     [000] dNh2.    10.000450: sched_wakeup: comm=dma0chan0-copy0 pid=90 prio=120 target_cpu=000
-",
-        );
-        assert_eq!(
-            (c.wakeups_from_other_llc, c.wakeups_pulled_to_waker_llc),
-            (1, 0)
-        );
-        assert_eq!(
-            c.unpulled_wakers,
-            BTreeMap::from([("ksoftirqd/2".to_string(), 1)])
-        );
     }
 
     #[test]

@@ -72,8 +72,15 @@ struct Watch {
     /// Device index, vector index.
     irq: Option<(usize, usize)>,
     started_on: Option<Expr>,
-    buffer_kb: Option<u32>,
     marks: Vec<String>,
+}
+
+/// One `[[count]]`, checked.
+#[derive(Debug, Clone)]
+struct Count {
+    name: String,
+    event: String,
+    filter: String,
 }
 
 /// A scenario read from a file; a [`Scenario`] like the shipped ones.
@@ -94,12 +101,22 @@ pub struct ScenarioFile {
     settle: Option<Duration>,
     workload: Workload,
     watch: Option<Watch>,
+    counts: Vec<Count>,
+    trace_buffer_kb: Option<u32>,
     metrics: Vec<FileMetric>,
 }
 
 impl ScenarioFile {
-    /// Reads and checks `path`.
+    /// Reads and checks `path`. A relative path the current directory does not have is looked
+    /// up in the lab's repository too (`scenarios/dma-wakeup.toml` from anywhere, and in a
+    /// bundle's unpacked lab).
     pub fn read(path: &Path) -> Result<ScenarioFile> {
+        let in_repo = crate::repo_path("").join(path);
+        let path = if path.is_relative() && !path.exists() && in_repo.exists() {
+            in_repo.as_path()
+        } else {
+            path
+        };
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading scenario file {}", path.display()))?;
         ScenarioFile::parse(&text, path)
@@ -112,6 +129,11 @@ impl ScenarioFile {
             bad_input(path, format!("line {line}"), e.message().to_string())
         })?;
         Checker { text, path }.file(raw)
+    }
+
+    /// Its name (the default comparison name).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The file it was read from.
@@ -325,7 +347,29 @@ impl Checker<'_> {
         }
         let devices = self.devices(&raw, &params, &cpus)?;
         let watch = self.watch(&raw, &params, &cpus, devices.len())?;
+        let counts = self.counts(&raw, watch.is_some())?;
         let metrics = self.metrics(&raw, &params, &cpus, &watch, &workload)?;
+        for m in &raw.metrics {
+            if let Some(c) = &m.count {
+                if !counts.iter().any(|k| &k.name == c.get_ref()) {
+                    let field = format!("metric {:?}: count", m.name.get_ref());
+                    return Err(self.err(
+                        c.span(),
+                        &field,
+                        format!("no [[count]] is named {:?}", c.get_ref()),
+                    ));
+                }
+            }
+        }
+        if let Some(kb) = raw.trace_buffer_kb {
+            if !(64..=1 << 20).contains(&kb) {
+                return Err(bad_input(
+                    self.path,
+                    "trace_buffer_kb",
+                    format!("{kb}: 64 to 1048576 KiB"),
+                ));
+            }
+        }
         Ok(ScenarioFile {
             path: self.path.to_path_buf(),
             name,
@@ -341,8 +385,61 @@ impl Checker<'_> {
             settle: raw.guest.settle_s.map(Duration::from_secs_f64),
             workload,
             watch,
+            counts,
+            trace_buffer_kb: raw.trace_buffer_kb,
             metrics,
         })
+    }
+
+    fn counts(&self, raw: &RawFile, watching: bool) -> Result<Vec<Count>> {
+        let mut out: Vec<Count> = Vec::new();
+        for c in &raw.counts {
+            let field = format!("count {:?}", c.name.get_ref());
+            if watching {
+                return Err(self.err(
+                    c.name.span(),
+                    &field,
+                    "a [[count]] beside a [watch]: the guest has one trace, give one or the other",
+                ));
+            }
+            let event = c.event.get_ref();
+            let well_formed = event.split_once('/').is_some_and(|(sub, name)| {
+                let word = |w: &str| {
+                    !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                };
+                word(sub) && word(name)
+            });
+            if !well_formed {
+                return Err(self.err(
+                    c.event.span(),
+                    &format!("{field}: event"),
+                    format!("{event:?}: subsystem/event, as sched/sched_switch"),
+                ));
+            }
+            if out
+                .iter()
+                .any(|o| o.name == *c.name.get_ref() || o.event == *event)
+            {
+                return Err(self.err(
+                    c.name.span(),
+                    &field,
+                    "a second [[count]] of this name or event (tracefs has one filter per event)",
+                ));
+            }
+            if c.filter.contains(['\n', '\'']) {
+                return Err(self.err(
+                    c.name.span(),
+                    &format!("{field}: filter"),
+                    "a filter is one line without single quotes",
+                ));
+            }
+            out.push(Count {
+                name: c.name.get_ref().clone(),
+                event: event.clone(),
+                filter: c.filter.clone(),
+            });
+        }
+        Ok(out)
     }
 
     /// Every CPU name `s` refers to is defined.
@@ -486,7 +583,6 @@ impl Checker<'_> {
             task: w.task.clone(),
             irq,
             started_on,
-            buffer_kb: w.buffer_kb,
             marks: w.marks.clone(),
         }))
     }

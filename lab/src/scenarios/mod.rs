@@ -110,9 +110,17 @@ pub(crate) fn find(name: &str) -> Result<Box<dyn Registered>> {
 
 /// The scenario `request` names: its file (`--scenario FILE`), else the shipped one.
 fn requested(request: &Request) -> Result<Box<dyn Registered>> {
-    match &request.file {
+    named_or_file(&request.scenario, request.file.as_deref())
+}
+
+/// The scenario in `file` when there is one, else the shipped scenario `name`.
+pub(crate) fn named_or_file(
+    name: &str,
+    file: Option<&std::path::Path>,
+) -> Result<Box<dyn Registered>> {
+    match file {
         Some(path) => Ok(Box::new(file::ScenarioFile::read(path)?)),
-        None => find(&request.scenario),
+        None => find(name),
     }
 }
 

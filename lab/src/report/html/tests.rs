@@ -353,3 +353,44 @@ fn merge_refuses_records_that_differ_in_what_changes_the_result() {
         "{err}"
     );
 }
+
+#[test]
+fn the_page_shows_which_wakeups_moved_the_task_where_boots_kept_them() {
+    let (path, record) = read("s1-cross-llc-a");
+    // Stored before attribution: no section.
+    let page = render(&record, &path, None).unwrap();
+    assert!(!page.contains("Which wakeups moved the task"));
+    // Each boot given an attribution folded from a recorded S1 trace: the base's boots the
+    // v6.12 trace, the revert's the revert's.
+    let topology = crate::topology::Topology::by_name("ci-2node-4llc").unwrap();
+    let attributed = |trace: &str| {
+        let events = crate::observe::parse_trace(trace);
+        let wakeups = crate::observe::task_wakeups("dma0chan0-copy", &events);
+        serde_json::to_value(crate::observe::Attribution::of(&wakeups, &topology)).unwrap()
+    };
+    let base = attributed(include_str!("../../observe/fixtures/s1-v6.12.trace"));
+    let revert = attributed(include_str!("../../observe/fixtures/s1-revert.trace"));
+    let with = edited(&record, |v| {
+        for boot in v["boots"].as_array_mut().unwrap() {
+            let a = if boot["variant"] == "v6.12" {
+                &base
+            } else {
+                &revert
+            };
+            boot["details"]["scenario"]["attribution"] = a.clone();
+        }
+    });
+    let picture = crate::scenarios::picture("dma-wakeup");
+    let page = render(&with, &path, picture.as_ref()).unwrap();
+    check_structure(&page, &with);
+    assert!(
+        page.contains("<h2>Which wakeups moved the task</h2>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("softirq on &lt;idle&gt;"),
+        "the wakers are named"
+    );
+    let rows = page.matches("<tr><td><span class=\"swatch\"").count();
+    assert!(rows >= 2, "a row per waker and variant: {rows}");
+}

@@ -38,8 +38,27 @@ pub(super) struct RawFile {
     pub command: Option<RawCommand>,
     #[serde(default)]
     pub watch: Option<RawWatch>,
+    /// Trace events counted over the workload (not beside a `[watch]`: one trace at a time).
+    #[serde(default, rename = "count")]
+    pub counts: Vec<RawCount>,
+    /// The trace ring per CPU in KiB, for the watch or the counts (default: the lab's).
+    #[serde(default)]
+    pub trace_buffer_kb: Option<u32>,
     #[serde(default, rename = "metric")]
     pub metrics: Vec<RawMetric>,
+}
+
+/// One `[[count]]`: a trace event counted over the workload.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCount {
+    /// What metrics call it.
+    pub name: Spanned<String>,
+    /// `subsystem/event` (`sched/sched_switch`).
+    pub event: Spanned<String>,
+    /// A tracefs filter (`prev_comm ~ "hackbench*"`), default none.
+    #[serde(default)]
+    pub filter: String,
 }
 
 /// One `[[device]]`.
@@ -147,9 +166,6 @@ pub(super) struct RawWatch {
     /// The CPU the task must start its work on, or the boot fails (a CPU expression).
     #[serde(default)]
     pub started_on: Option<Spanned<String>>,
-    /// The trace buffer per CPU in KiB (default: the lab's).
-    #[serde(default)]
-    pub buffer_kb: Option<u32>,
     /// Named CPUs the page marks on the task's picture.
     #[serde(default)]
     pub marks: Vec<String>,
@@ -182,6 +198,18 @@ pub(super) struct RawMetric {
     /// A figure of the workload's result (`iops`, `completions`).
     #[serde(default)]
     pub workload: Option<Spanned<String>>,
+    /// A figure of the workload's resource use (`system_s`, `involuntary_switches`, ...).
+    #[serde(default)]
+    pub usage: Option<Spanned<String>>,
+    /// A `/proc/vmstat` counter's change over the workload.
+    #[serde(default)]
+    pub vmstat: Option<Spanned<String>>,
+    /// With `vmstat`: the change from this many seconds into the workload to its end.
+    #[serde(default)]
+    pub from_s: Option<f64>,
+    /// A `[[count]]`'s events over the workload, all CPUs.
+    #[serde(default)]
+    pub count: Option<Spanned<String>>,
     /// A regular expression over the workload's output; its first group is the value.
     #[serde(default)]
     pub output: Option<Spanned<String>>,
@@ -201,6 +229,13 @@ pub(super) struct RawMetric {
     /// A boot may lack it.
     #[serde(default)]
     pub optional: bool,
+    /// A boot whose value is below this is not a sample: it is recorded and booted again (a
+    /// time-based run that ended early, say).
+    #[serde(default)]
+    pub refuse_below: Option<f64>,
+    /// Likewise above.
+    #[serde(default)]
+    pub refuse_above: Option<f64>,
 }
 
 /// The 1-based line of byte `offset` in `text`.

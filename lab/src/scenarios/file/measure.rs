@@ -1,5 +1,6 @@
 //! One boot of a scenario file: set-up, the watch, the workload, the metrics.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -11,9 +12,11 @@ use super::{Expr, ScenarioFile, Workload};
 use crate::experiment::{Boot, Measurement};
 use crate::guest::GuestCommand;
 use crate::observe::{
-    parse_trace_off_thread, task_wakeups, Attribution, Interrupts, TaskPlacement, TaskTrace,
+    parse_trace_off_thread, task_wakeups, Attribution, CrossLlcWakeups, EventCount, Interrupts,
+    TaskPlacement, TaskTrace, VmStat,
 };
 use crate::topology::Topology;
+use crate::vm::Vm;
 use crate::workload::DmatestResult;
 
 /// The CPUs the workload and the watch name, found on a topology.
@@ -100,6 +103,22 @@ fn with_variables(command: GuestCommand, vars: &[(String, String)]) -> GuestComm
         .fold(command, |c, (k, v)| c.env(k.clone(), v.clone()))
 }
 
+/// What one boot observed beside the workload's output.
+#[derive(Default)]
+struct Seen {
+    placement: Option<TaskPlacement>,
+    attribution: Option<Attribution>,
+    crossings: Option<CrossLlcWakeups>,
+    counts: BTreeMap<String, u64>,
+}
+
+/// The guest's one trace: the watched task, or the `[[count]]` events, or none.
+enum Tracing {
+    Watch(TaskTrace),
+    Counts(EventCount),
+    None,
+}
+
 /// Runs one boot of `file` with `params`.
 pub(super) async fn measure(
     file: &ScenarioFile,
@@ -114,18 +133,7 @@ pub(super) async fn measure(
     };
     let cpus = file.measure_cpus(&names, topology)?;
     let vars = file.shell_variables(&names);
-    for (i, step) in file.setup.iter().enumerate() {
-        let out = vm
-            .exec(
-                &with_variables(GuestCommand::shell(step.clone()), &vars)
-                    .timeout(Duration::from_secs(120)),
-            )
-            .await?;
-        out.require_success(
-            &format!("guest.setup[{i}] of {}", file.path.display()),
-            &vm.name,
-        )?;
-    }
+    set_up(file, vm, &vars).await?;
     let dmatest = match &file.workload {
         Workload::Dmatest { .. } => {
             let d = file.dmatest(params)?;
@@ -136,85 +144,214 @@ pub(super) async fn measure(
         }
         Workload::Command { .. } => None,
     };
-    let irq = match file.watch.as_ref().and_then(|w| w.irq) {
-        Some((device, vector)) => Some(
-            *boot
-                .devices
-                .get(device)
-                .and_then(|d| d.irqs.get(vector))
-                .with_context(|| {
-                    format!(
-                        "{}: watch.irq: device {device} has no vector {vector}",
-                        file.path.display()
-                    )
-                })?,
-        ),
-        None => None,
-    };
-    let trace = file.watch.as_ref().map(|w| {
-        let mut t = TaskTrace::of(&w.task);
-        if let Some(irq) = irq {
-            t = t.with_irq_number(irq);
-        }
-        if let Some(kb) = w.buffer_kb {
-            t = t.buffer_kb(kb);
-        }
-        t
-    });
-    if let Some(t) = &trace {
-        t.start(vm).await?;
+    let irq = watched_irq(file, boot)?;
+    let tracing = file.tracing(irq);
+    match &tracing {
+        Tracing::Watch(t) => t.start(vm).await?,
+        Tracing::Counts(c) => c.start(vm).await?,
+        Tracing::None => {}
     }
     if let Some(settle) = file.settle {
         vm.wait_for_uptime(settle).await;
     }
-    let before = Interrupts::read(vm).await?;
-    let (output, result) = run_workload(file, &cpus, dmatest.as_ref(), &vars, vm).await?;
-    let after = Interrupts::read(vm).await?;
-    let irq_delta = irq
-        .map(|i| after.delta(&before, &i.to_string()))
-        .unwrap_or_default();
-    boot.keep("workload.out", &output).await?;
+    let (counters, from) = file.vmstat_wanted();
+    let irqs_before = Interrupts::read(vm).await?;
+    let vmstat_before = VmStat::read(vm).await?;
+    let (run, snapshots) = tokio::join!(
+        run_workload(file, &cpus, dmatest.as_ref(), &vars, vm),
+        snapshots_at(vm, &from)
+    );
+    let run = run?;
+    let vmstat_after = VmStat::read(vm).await?;
+    let irq_delta = match irq {
+        Some(i) => Interrupts::read(vm)
+            .await?
+            .delta(&irqs_before, &i.to_string()),
+        None => Vec::new(),
+    };
+    boot.keep("workload.out", &run.output).await?;
+    let vmstat = vmstat_after.delta(&vmstat_before, &counters)?;
+    let mut vmstat_from = Vec::new();
+    for (at, snapshot) in from.iter().zip(snapshots?) {
+        vmstat_from.push((*at, vmstat_after.delta(&snapshot, &counters)?));
+    }
     let mut details = json!({
         "cpus": found,
         "irq": irq,
         "irq_delta": irq_delta,
-        "workload": result,
+        "workload": run.dmatest,
+        "usage": run.usage,
+        "vmstat_delta": vmstat,
     });
-    let (placement, attribution) = match (&trace, &file.watch) {
-        (Some(t), Some(w)) => {
+    let seen = stop_tracing(file, tracing, &cpus, boot, &mut details).await?;
+    let observed = Observed {
+        placement: seen.placement.as_ref(),
+        attribution: seen.attribution.as_ref(),
+        crossings: seen.crossings.as_ref(),
+        usage: run.usage.as_ref(),
+        vmstat: &vmstat,
+        vmstat_from: &vmstat_from,
+        counts: &seen.counts,
+        irq_delta: &irq_delta,
+        dmatest: run.dmatest.as_ref(),
+        output: &run.output,
+    };
+    let path = file.path.display().to_string();
+    let metrics = metrics::values(&file.metrics, &observed, &names, topology, &path)?;
+    Ok(Measurement { metrics, details })
+}
+
+/// Runs `[guest] setup`'s commands in order; the first that fails fails the boot.
+async fn set_up(file: &ScenarioFile, vm: &Vm, vars: &[(String, String)]) -> Result<()> {
+    for (i, step) in file.setup.iter().enumerate() {
+        let command = with_variables(GuestCommand::shell(step.clone()), vars);
+        let out = vm.exec(&command.timeout(Duration::from_secs(120))).await?;
+        out.require_success(
+            &format!("guest.setup[{i}] of {}", file.path.display()),
+            &vm.name,
+        )?;
+    }
+    Ok(())
+}
+
+/// The interrupt number `[watch] irq` names on this boot's bound devices.
+fn watched_irq(file: &ScenarioFile, boot: &Boot<'_>) -> Result<Option<u32>> {
+    let Some((device, vector)) = file.watch.as_ref().and_then(|w| w.irq) else {
+        return Ok(None);
+    };
+    let irq = boot
+        .devices
+        .get(device)
+        .and_then(|d| d.irqs.get(vector))
+        .with_context(|| {
+            format!(
+                "{}: watch.irq: device {device} has no vector {vector}",
+                file.path.display()
+            )
+        })?;
+    Ok(Some(*irq))
+}
+
+/// `/proc/vmstat` read `at` seconds after the start, each.
+async fn snapshots_at(vm: &Vm, at: &[f64]) -> Result<Vec<VmStat>> {
+    let start = tokio::time::Instant::now();
+    let mut out = Vec::new();
+    for s in at {
+        tokio::time::sleep_until(start + Duration::from_secs_f64(*s)).await;
+        out.push(VmStat::read(vm).await?);
+    }
+    Ok(out)
+}
+
+/// Stops the guest's trace and folds it: the watched task's placement (its details kept), or
+/// the counted events.
+async fn stop_tracing(
+    file: &ScenarioFile,
+    tracing: Tracing,
+    cpus: &WorkloadCpus,
+    boot: &Boot<'_>,
+    details: &mut Value,
+) -> Result<Seen> {
+    let (vm, topology) = (boot.vm, boot.topology);
+    let mut seen = Seen::default();
+    match (tracing, &file.watch) {
+        (Tracing::Watch(t), Some(w)) => {
             let raw = t.stop(vm).await?;
             let trace_file = boot.keep("sched.trace", &raw).await?;
             let (_, events) = parse_trace_off_thread(raw).await?;
             let placement = TaskPlacement::from_events(&w.task, &events, topology);
-            let attribution = Attribution::of(&task_wakeups(&w.task, &events), topology);
             check_watched(&placement, &w.task, cpus.started_on, &vm.name, &trace_file)?;
+            let wakeups = task_wakeups(&w.task, &events);
+            let attribution = Attribution::of(&wakeups, topology);
+            let crossings = CrossLlcWakeups::fold(&wakeups, topology);
             details["trace"] = json!(trace_file);
             details["placement"] = serde_json::to_value(&placement)?;
             details["attribution"] = serde_json::to_value(&attribution)?;
-            (Some(placement), Some(attribution))
+            details["cross_llc_wakeups"] = serde_json::to_value(&crossings)?;
+            seen.placement = Some(placement);
+            seen.attribution = Some(attribution);
+            seen.crossings = Some(crossings);
         }
-        _ => (None, None),
-    };
-    let seen = Observed {
-        placement: placement.as_ref(),
-        attribution: attribution.as_ref(),
-        irq_delta: &irq_delta,
-        dmatest: result.as_ref(),
-        output: &output,
-    };
-    let path = file.path.display().to_string();
-    let metrics = metrics::values(&file.metrics, &seen, &names, topology, &path)?;
-    Ok(Measurement { metrics, details })
+        (Tracing::Counts(c), _) => {
+            let (raw, events) = c.stop(vm).await?;
+            details["trace"] = json!(boot.keep("events.trace", &raw).await?);
+            for count in &file.counts {
+                let event = count.event.rsplit('/').next().unwrap_or_default();
+                let n = events.iter().filter(|e| e.name == event).count() as u64;
+                seen.counts.insert(count.name.clone(), n);
+            }
+            details["counts"] = json!(seen.counts);
+        }
+        _ => {}
+    }
+    Ok(seen)
 }
 
-/// Runs the workload; its standard output, and dmatest's parsed result.
+impl ScenarioFile {
+    /// The trace this file's boots record.
+    fn tracing(&self, irq: Option<u32>) -> Tracing {
+        let kb = self.trace_buffer_kb;
+        if let Some(w) = &self.watch {
+            let mut t = TaskTrace::of(&w.task);
+            if let Some(irq) = irq {
+                t = t.with_irq_number(irq);
+            }
+            if let Some(kb) = kb {
+                t = t.buffer_kb(kb);
+            }
+            return Tracing::Watch(t);
+        }
+        if self.counts.is_empty() {
+            return Tracing::None;
+        }
+        let count = self.counts.iter().fold(
+            EventCount::new(kb.unwrap_or(DEFAULT_COUNT_BUFFER_KB)),
+            |c, k| c.event(&k.event, &k.filter),
+        );
+        Tracing::Counts(count)
+    }
+
+    /// The `/proc/vmstat` counters the metrics read, and the times into the workload their
+    /// `from_s` windows start, sorted.
+    pub(super) fn vmstat_wanted(&self) -> (Vec<&str>, Vec<f64>) {
+        let mut counters = Vec::new();
+        let mut from: Vec<f64> = Vec::new();
+        for m in &self.metrics {
+            if let Source::Vmstat { counter, from_s } = &m.source {
+                if !counters.contains(&counter.as_str()) {
+                    counters.push(counter.as_str());
+                }
+                if let Some(s) = from_s {
+                    if !from.contains(s) {
+                        from.push(*s);
+                    }
+                }
+            }
+        }
+        from.sort_by(f64::total_cmp);
+        (counters, from)
+    }
+}
+
+/// The ring per CPU of a `[[count]]` trace unless the file says: S2's 16 MiB, which held
+/// hackbench's switch-outs at the seed's size.
+const DEFAULT_COUNT_BUFFER_KB: u32 = 16384;
+
+/// What the workload gave.
+struct Run {
+    output: String,
+    dmatest: Option<DmatestResult>,
+    usage: Option<crate::guest::ResourceUse>,
+}
+
+/// Runs the workload; its standard output, dmatest's parsed result, its resource use.
 async fn run_workload(
     file: &ScenarioFile,
     cpus: &WorkloadCpus,
     dmatest: Option<&crate::workload::Dmatest>,
     vars: &[(String, String)],
-    vm: &crate::vm::Vm,
-) -> Result<(String, Option<DmatestResult>)> {
+    vm: &Vm,
+) -> Result<Run> {
     match (&file.workload, dmatest) {
         (Workload::Dmatest { .. }, Some(d)) => {
             let limit =
@@ -229,24 +366,14 @@ async fn run_workload(
             result
                 .check_complete(d.iterations)
                 .with_context(|| format!("dmatest in {}", vm.name))?;
-            Ok((output, Some(result)))
+            Ok(Run {
+                output,
+                dmatest: Some(result),
+                usage: run.usage,
+            })
         }
         (Workload::Command { run, timeout, .. }, _) => {
-            let mut script = String::new();
-            if let Some(c) = cpus.control {
-                script.push_str(&format!("taskset -p -c {c} $$ > /dev/null\n"));
-            }
-            match &cpus.pin {
-                Some(pin) => {
-                    let list: Vec<String> = pin.iter().map(u32::to_string).collect();
-                    script.push_str(&format!(
-                        "taskset -c {} sh -c {}\n",
-                        list.join(","),
-                        shell_quote(run)
-                    ));
-                }
-                None => script.push_str(run),
-            }
+            let script = command_script(run, cpus);
             let out = vm
                 .exec(&with_variables(GuestCommand::shell(script), vars).timeout(*timeout))
                 .await?;
@@ -254,10 +381,34 @@ async fn run_workload(
                 &format!("the [command] of {}", file.path.display()),
                 &vm.name,
             )?;
-            Ok((out.stdout_str(), None))
+            Ok(Run {
+                output: out.stdout_str(),
+                dmatest: None,
+                usage: out.usage,
+            })
         }
         (Workload::Dmatest { .. }, None) => bail!("dmatest's parameters are missing"),
     }
+}
+
+/// `run` with its shell kept on the control CPU and itself pinned, as the file says.
+fn command_script(run: &str, cpus: &WorkloadCpus) -> String {
+    let mut script = String::new();
+    if let Some(c) = cpus.control {
+        script.push_str(&format!("taskset -p -c {c} $$ > /dev/null\n"));
+    }
+    match &cpus.pin {
+        Some(pin) => {
+            let list: Vec<String> = pin.iter().map(u32::to_string).collect();
+            script.push_str(&format!(
+                "taskset -c {} sh -c {}\n",
+                list.join(","),
+                shell_quote(run)
+            ));
+        }
+        None => script.push_str(run),
+    }
+    script
 }
 
 /// The lab checks its own set-up: a task that never ran, or did not start where the file says,

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use crate::experiment::MetricDef;
-use crate::observe::{Attribution, Landing, TaskPlacement};
+use crate::guest::ResourceUse;
+use crate::observe::{Attribution, CrossLlcWakeups, Landing, TaskPlacement};
 use crate::report::Direction;
 use crate::stats::Magnitude;
 use crate::topology::Topology;
@@ -31,6 +32,15 @@ pub(super) enum Source {
     Landed(Landing),
     /// A figure of dmatest's result.
     Workload(WorkloadFigure),
+    /// A figure of the workload's resource use.
+    Usage(UsageFigure),
+    /// A `/proc/vmstat` counter's change over the workload, or from `from_s` into it.
+    Vmstat {
+        counter: String,
+        from_s: Option<f64>,
+    },
+    /// A `[[count]]`'s events, all CPUs.
+    Count(String),
     /// The first group of a regular expression over the workload's output.
     Output(regex::Regex),
 }
@@ -45,9 +55,10 @@ pub(super) enum PlacementFigure {
     CrossNodeMigrations,
     BalancerMigrations,
     MaxCpuShare,
+    PulledAcrossLlc,
 }
 
-const PLACEMENT_FIGURES: [(&str, PlacementFigure); 7] = [
+const PLACEMENT_FIGURES: [(&str, PlacementFigure); 8] = [
     ("switch_ins", PlacementFigure::SwitchIns),
     ("wakeups", PlacementFigure::Wakeups),
     ("migrations", PlacementFigure::Migrations),
@@ -58,6 +69,31 @@ const PLACEMENT_FIGURES: [(&str, PlacementFigure); 7] = [
     ),
     ("balancer_migrations", PlacementFigure::BalancerMigrations),
     ("max_cpu_share", PlacementFigure::MaxCpuShare),
+    ("pulled_across_llc", PlacementFigure::PulledAcrossLlc),
+];
+
+/// The resource use's figures a metric can be (the workload's processes, from the agent).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum UsageFigure {
+    UserS,
+    SystemS,
+    CpuS,
+    MaxRssKib,
+    MinorFaults,
+    MajorFaults,
+    VoluntarySwitches,
+    InvoluntarySwitches,
+}
+
+const USAGE_FIGURES: [(&str, UsageFigure); 8] = [
+    ("user_s", UsageFigure::UserS),
+    ("system_s", UsageFigure::SystemS),
+    ("cpu_s", UsageFigure::CpuS),
+    ("max_rss_kib", UsageFigure::MaxRssKib),
+    ("minor_faults", UsageFigure::MinorFaults),
+    ("major_faults", UsageFigure::MajorFaults),
+    ("voluntary_switches", UsageFigure::VoluntarySwitches),
+    ("involuntary_switches", UsageFigure::InvoluntarySwitches),
 ];
 
 const LANDINGS: [(&str, Landing); 5] = [
@@ -80,6 +116,9 @@ pub(super) enum WorkloadFigure {
 pub(super) struct FileMetric {
     pub def: MetricDef,
     pub source: Source,
+    /// Values outside these refuse the boot's sample.
+    pub refuse_below: Option<f64>,
+    pub refuse_above: Option<f64>,
     /// The `[[metric]]`'s line, for errors found while running.
     pub line: usize,
 }
@@ -88,6 +127,14 @@ pub(super) struct FileMetric {
 pub(super) struct Observed<'a> {
     pub placement: Option<&'a TaskPlacement>,
     pub attribution: Option<&'a Attribution>,
+    pub crossings: Option<&'a CrossLlcWakeups>,
+    /// The workload's resource use.
+    pub usage: Option<&'a ResourceUse>,
+    /// `/proc/vmstat` changes over the workload, and from each `from_s` into it.
+    pub vmstat: &'a BTreeMap<String, i64>,
+    pub vmstat_from: &'a [(f64, BTreeMap<String, i64>)],
+    /// `[[count]]` name -> events.
+    pub counts: &'a BTreeMap<String, u64>,
     /// The watched interrupt's count per CPU over the workload.
     pub irq_delta: &'a [u64],
     pub dmatest: Option<&'a DmatestResult>,
@@ -132,6 +179,40 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
         let figure = lookup(&figures, v.get_ref()).map_err(|e| (field("workload"), e))?;
         sources.push(("workload", Source::Workload(figure)));
     }
+    if let Some(v) = &raw.usage {
+        let figure = lookup(&USAGE_FIGURES, v.get_ref()).map_err(|e| (field("usage"), e))?;
+        sources.push(("usage", Source::Usage(figure)));
+    }
+    if let Some(v) = &raw.vmstat {
+        if let Some(from) = raw.from_s {
+            if !(from.is_finite() && from > 0.0) {
+                return Err((field("from_s"), format!("{from} is not a time above 0")));
+            }
+        }
+        let counter = v.get_ref().clone();
+        if counter.is_empty()
+            || !counter
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err((
+                field("vmstat"),
+                format!("{counter:?} is not a /proc/vmstat name"),
+            ));
+        }
+        sources.push((
+            "vmstat",
+            Source::Vmstat {
+                counter,
+                from_s: raw.from_s,
+            },
+        ));
+    } else if raw.from_s.is_some() {
+        return Err((field("from_s"), "from_s belongs to a vmstat metric".into()));
+    }
+    if let Some(v) = &raw.count {
+        sources.push(("count", Source::Count(v.get_ref().clone())));
+    }
     if let Some(v) = &raw.output {
         let re = regex::Regex::new(v.get_ref()).map_err(|e| (field("output"), e.to_string()))?;
         if re.captures_len() < 2 {
@@ -147,7 +228,7 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
         0 => {
             return Err((
                 field("source"),
-                "no source: give one of switch_ins_on, runtime_on, wakeups_on, irqs_on, placement, landed, workload, output".into(),
+                "no source: give one of switch_ins_on, runtime_on, wakeups_on, irqs_on, placement, landed, workload, usage, vmstat, count, output".into(),
             ))
         }
         _ => {
@@ -163,6 +244,7 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
             | Source::IrqsOn(_)
             | Source::Landed(_)
             | Source::Placement(PlacementFigure::MaxCpuShare)
+            | Source::Placement(PlacementFigure::PulledAcrossLlc)
     );
     let magnitude = match &raw.magnitude {
         Some(m) => magnitude(m.get_ref()).map_err(|e| (field("magnitude"), e))?,
@@ -191,12 +273,15 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
         d
     } else {
         let unit = match source {
-            Source::Placement(_) => "per boot",
+            Source::Placement(_) | Source::Count(_) => "per boot",
+            Source::Usage(UsageFigure::UserS | UsageFigure::SystemS | UsageFigure::CpuS) => "s",
+            Source::Usage(UsageFigure::MaxRssKib) => "KiB",
             _ => "",
         };
         let d = MetricDef::new(&name, unit, direction, magnitude);
         match source {
-            Source::Output(_) => d,
+            // A gauge in vmstat can fall; an output is whatever the program prints.
+            Source::Output(_) | Source::Vmstat { .. } => d,
             _ => d.non_negative(),
         }
     };
@@ -209,6 +294,8 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
     Ok(FileMetric {
         def,
         source,
+        refuse_below: raw.refuse_below,
+        refuse_above: raw.refuse_above,
         line: 0,
     })
 }
@@ -276,7 +363,26 @@ impl FileMetric {
                     .sum();
                 share(on, seen.irq_delta.iter().sum())
             }
-            Source::Placement(figure) => Some(placement_figure(placement()?, *figure)),
+            Source::Placement(figure) => placement_figure(seen, *figure)?,
+            Source::Usage(figure) => {
+                let u = seen.usage.ok_or("the workload reported no resource use")?;
+                Some(usage_figure(u, *figure))
+            }
+            Source::Vmstat { counter, from_s } => {
+                let deltas = match from_s {
+                    None => Some(seen.vmstat),
+                    Some(from) => seen
+                        .vmstat_from
+                        .iter()
+                        .find(|(s, _)| s == from)
+                        .map(|(_, d)| d),
+                };
+                let delta = deltas
+                    .and_then(|d| d.get(counter))
+                    .ok_or_else(|| format!("no /proc/vmstat change of {counter:?} was read"))?;
+                Some(*delta as f64)
+            }
+            Source::Count(name) => Some(*seen.counts.get(name).ok_or("no such [[count]]")? as f64),
             Source::Landed(landing) => {
                 let a = seen.attribution.ok_or("the file watches no task")?;
                 share(a.landed_anywhere(*landing), a.total())
@@ -301,8 +407,9 @@ impl FileMetric {
     }
 }
 
-fn placement_figure(p: &TaskPlacement, figure: PlacementFigure) -> f64 {
-    match figure {
+fn placement_figure(seen: &Observed, figure: PlacementFigure) -> Result<Option<f64>, String> {
+    let p = seen.placement.ok_or("the file watches no task")?;
+    Ok(Some(match figure {
         PlacementFigure::SwitchIns => p.total_switch_ins() as f64,
         PlacementFigure::Wakeups => p.wakeups as f64,
         PlacementFigure::Migrations => p.migrations as f64,
@@ -310,6 +417,26 @@ fn placement_figure(p: &TaskPlacement, figure: PlacementFigure) -> f64 {
         PlacementFigure::CrossNodeMigrations => p.cross_node_migrations as f64,
         PlacementFigure::BalancerMigrations => p.balancer_migrations as f64,
         PlacementFigure::MaxCpuShare => p.max_cpu_share().1,
+        PlacementFigure::PulledAcrossLlc => {
+            return Ok(seen
+                .crossings
+                .ok_or("the file watches no task")?
+                .pulled_share())
+        }
+    }))
+}
+
+fn usage_figure(u: &ResourceUse, figure: UsageFigure) -> f64 {
+    let s = |us: u64| us as f64 / 1e6;
+    match figure {
+        UsageFigure::UserS => s(u.user_us),
+        UsageFigure::SystemS => s(u.system_us),
+        UsageFigure::CpuS => s(u.user_us + u.system_us),
+        UsageFigure::MaxRssKib => u.max_rss_kib as f64,
+        UsageFigure::MinorFaults => u.minor_faults as f64,
+        UsageFigure::MajorFaults => u.major_faults as f64,
+        UsageFigure::VoluntarySwitches => u.voluntary_switches as f64,
+        UsageFigure::InvoluntarySwitches => u.involuntary_switches as f64,
     }
 }
 
@@ -326,6 +453,13 @@ pub(super) fn values(
         let at = || format!("{file}: line {}: metric {:?}", m.line, m.def.name);
         match m.value(seen, names, topology).map_err(|e| anyhow::anyhow!("{}: {e}", at()))? {
             Some(v) => {
+                let below = m.refuse_below.filter(|b| v < *b).map(|b| ("below", b));
+                if let Some((side, bound)) = below.or(m.refuse_above.filter(|a| v > *a).map(|a| ("above", a))) {
+                    return Err(crate::sample::reject(format!(
+                        "{}: {v} is {side} refuse_{side} = {bound}",
+                        at()
+                    )));
+                }
                 out.insert(m.def.name.clone(), v);
             }
             None if m.def.optional => {}

@@ -113,9 +113,18 @@ fn metrics_read_a_recorded_s1_boot_as_the_toolkit_does() {
         cpus: &found,
     };
     let irq_delta = [0, 0, 30, 0, 0, 0, 0, 0];
+    let crossings = crate::observe::CrossLlcWakeups::fold(
+        &crate::observe::task_wakeups("dma0chan0-copy", &events),
+        &t,
+    );
     let seen = metrics::Observed {
         placement: Some(&placement),
         attribution: Some(&attribution),
+        crossings: Some(&crossings),
+        usage: None,
+        vmstat: &BTreeMap::new(),
+        vmstat_from: &[],
+        counts: &BTreeMap::new(),
         irq_delta: &irq_delta,
         dmatest: None,
         output: "",
@@ -161,9 +170,15 @@ fn an_output_metric_takes_its_first_group() {
         params: &serde_json::Map::new(),
         cpus: &BTreeMap::new(),
     };
+    let (vmstat, counts) = (BTreeMap::new(), BTreeMap::new());
     let seen = |output| metrics::Observed {
         placement: None,
         attribution: None,
+        crossings: None,
+        usage: None,
+        vmstat: &vmstat,
+        vmstat_from: &[],
+        counts: &counts,
         irq_delta: &[],
         dmatest: None,
         output,
@@ -283,4 +298,170 @@ fn names_that_are_not_defined_are_refused_before_any_topology() {
         err.contains("variants: a comparison needs two or more"),
         "{err}"
     );
+}
+
+fn shipped(name: &str) -> ScenarioFile {
+    ScenarioFile::read(&crate::repo_path(&format!("scenarios/{name}.toml"))).unwrap()
+}
+
+#[test]
+fn the_s2_and_s4_files_compare_what_their_rust_definitions_compare() {
+    use crate::scenarios::{EevdfParity, NumaScan};
+    let primary = |m: Vec<MetricDef>| m.into_iter().find(|m| m.primary).unwrap();
+    let s2 = shipped("eevdf-parity");
+    assert_eq!(
+        s2.default_variants(),
+        EevdfParity::seed().default_variants()
+    );
+    let (file, rust) = (
+        primary(s2.metrics()),
+        primary(EevdfParity::seed().metrics()),
+    );
+    assert_eq!(
+        (&file.name, file.magnitude, file.direction),
+        (&rust.name, rust.magnitude, rust.direction)
+    );
+    let plan = s2.plan(s2.params(), &ci()).unwrap();
+    assert_eq!(plan.image.as_deref(), Some("sched"));
+    let s4 = shipped("numa-scan");
+    assert_eq!(s4.default_variants(), NumaScan::seed().default_variants());
+    let (file, rust) = (primary(s4.metrics()), primary(NumaScan::seed().metrics()));
+    assert_eq!((&file.name, file.magnitude), (&rust.name, rust.magnitude));
+    assert_eq!(
+        s4.vmstat_wanted(),
+        (
+            vec![
+                "numa_pte_updates",
+                "numa_hint_faults",
+                "numa_hint_faults_local",
+                "numa_pages_migrated"
+            ],
+            vec![15.0]
+        )
+    );
+}
+
+#[test]
+fn vmstat_usage_and_count_metrics_read_their_observations() {
+    let s4 = shipped("numa-scan");
+    let s2 = shipped("eevdf-parity");
+    let vmstat = BTreeMap::from([("numa_pte_updates".to_string(), 1200)]);
+    let late = [(
+        15.0,
+        BTreeMap::from([("numa_pte_updates".to_string(), 300)]),
+    )];
+    let counts = BTreeMap::from([("preempted".to_string(), 42)]);
+    let usage = crate::guest::ResourceUse {
+        user_us: 1_500_000,
+        system_us: 500_000,
+        max_rss_kib: 0,
+        minor_faults: 0,
+        major_faults: 0,
+        voluntary_switches: 10,
+        involuntary_switches: 7,
+    };
+    let seen = metrics::Observed {
+        placement: None,
+        attribution: None,
+        crossings: None,
+        usage: Some(&usage),
+        vmstat: &vmstat,
+        vmstat_from: &late,
+        counts: &counts,
+        irq_delta: &[],
+        dmatest: None,
+        output: "Time: 3.25\n{\"elapsed_s\": 3.25}\n",
+    };
+    let names = Names {
+        params: &serde_json::Map::new(),
+        cpus: &BTreeMap::new(),
+    };
+    let value = |file: &ScenarioFile, name: &str| {
+        let m = file.metrics.iter().find(|m| m.def.name == name).unwrap();
+        m.value(&seen, &names, &ci()).unwrap()
+    };
+    assert_eq!(value(&s4, "numa_pte_updates"), Some(1200.0));
+    assert_eq!(value(&s4, "late_numa_pte_updates"), Some(300.0));
+    assert_eq!(value(&s4, "system_s"), Some(0.5));
+    assert_eq!(value(&s2, "involuntary_switches"), Some(7.0));
+    assert_eq!(value(&s2, "cpu_seconds"), Some(2.0));
+    assert_eq!(value(&s2, "preemptions"), Some(42.0));
+    assert_eq!(value(&s2, "seconds"), Some(3.25));
+    // A 30 s run that ended at 3.25 s is refused (booted again), not counted.
+    let elapsed = s4
+        .metrics
+        .iter()
+        .position(|m| m.def.name == "elapsed_s")
+        .unwrap();
+    let err = metrics::values(
+        &s4.metrics[elapsed..=elapsed],
+        &seen,
+        &names,
+        &ci(),
+        "s4.toml",
+    )
+    .unwrap_err();
+    let rejected = crate::sample::rejection(&err).expect("a refused sample");
+    assert!(
+        rejected
+            .cause
+            .contains("metric \"elapsed_s\": 3.25 is below refuse_below = 28.5"),
+        "{}",
+        rejected.cause
+    );
+    let m = s4
+        .metrics
+        .iter()
+        .find(|m| m.def.name == "numa_hint_faults")
+        .unwrap();
+    let err = m.value(&seen, &names, &ci()).unwrap_err();
+    assert!(
+        err.contains("no /proc/vmstat change of \"numa_hint_faults\""),
+        "{err}"
+    );
+}
+
+/// The S2 file with `old` replaced by `new`, parsed: the error's text.
+fn s2_error(old: &str, new: &str) -> String {
+    let text = std::fs::read_to_string(crate::repo_path("scenarios/eevdf-parity.toml")).unwrap();
+    assert!(text.contains(old), "{old:?} is not in the S2 file");
+    let text = text.replacen(old, new, 1);
+    format!(
+        "{:#}",
+        ScenarioFile::parse(&text, Path::new("s2.toml")).unwrap_err()
+    )
+}
+
+#[test]
+fn counts_and_vmstat_windows_are_checked() {
+    let err = s2_error("count = \"preempted\"", "count = \"preemted\"");
+    assert!(
+        err.contains("metric \"preemptions\": count: no [[count]] is named \"preemted\""),
+        "{err}"
+    );
+    let err = s2_error("event = \"sched/sched_switch\"", "event = \"sched_switch\"");
+    assert!(
+        err.contains("count \"preempted\": event: \"sched_switch\": subsystem/event"),
+        "{err}"
+    );
+    let err = s2_error(
+        "event = \"sched/sched_migrate_task\"",
+        "event = \"sched/sched_switch\"",
+    );
+    assert!(err.contains("a second [[count]]"), "{err}");
+    let err = s2_error("usage = \"voluntary_switches\"", "usage = \"voluntary\"");
+    assert!(
+        err.contains("usage: \"voluntary\" is not one of user_s"),
+        "{err}"
+    );
+    let err = s2_error(
+        "usage = \"voluntary_switches\"",
+        "usage = \"voluntary_switches\"\nfrom_s = 3",
+    );
+    assert!(err.contains("from_s belongs to a vmstat metric"), "{err}");
+    let err = s2_error(
+        "trace_buffer_kb = 16384",
+        "trace_buffer_kb = 16384\n[watch]\ntask = \"hackbench\"",
+    );
+    assert!(err.contains("beside a [watch]"), "{err}");
 }
