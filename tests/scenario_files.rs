@@ -72,3 +72,45 @@ async fn the_s2_file_decides_as_the_rust_s2_does() {
         assert!(b.samples["seconds"] > 0.0, "{}", b.variant);
     }
 }
+
+/// `scenarios/nic-wakeup.toml`, the walkthrough of docs/SCENARIO-FILES.md ("From a report to a
+/// test"): a regression the lab does not ship, S1's mechanism through a NIC, as a file of 70
+/// lines. The revert DIFFERENT on the receiver's share on the IRQ CPU (2026-12-07, three runs:
+/// DIFFERENT at 5 a side, base 0% in every boot; UNKNOWN at the then cap of 10, p=0.025, two
+/// base boots at 20-50%, hence the file's cap of 20; DIFFERENT at 14 a side, p=3.9e-4, 120 s),
+/// every receive interrupt on its pinned CPU, every datagram received, and the wakeups behind
+/// it attributed in every boot.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_nic_walkthrough_decides_and_attributes() {
+    let file = ScenarioFile::read(&lab::repo_path("scenarios/nic-wakeup.toml")).unwrap();
+    let (_lab, outcome) = common::run_experiment(Experiment::new(file).named("nic-walk")).await;
+    let verdict = outcome
+        .comparison()
+        .verdict("share_on_irq_cpu", "v6.12+wake-affine-idle-revert")
+        .unwrap();
+    assert_eq!(verdict.decision, Decision::Different, "{verdict:?}");
+    assert!(
+        verdict.shift > 0.0,
+        "the revert follows the interrupt: {verdict:?}"
+    );
+    for b in outcome.record.boots() {
+        assert!(
+            b.samples["irq_on_pinned_cpu"] > 95.0,
+            "{}: {}",
+            b.variant,
+            b.samples["irq_on_pinned_cpu"]
+        );
+        assert!(
+            b.samples["received"] > 0.0,
+            "{}: nothing received",
+            b.variant
+        );
+        let attribution = &b.details["scenario"]["attribution"]["toward_waker"];
+        assert!(
+            attribution["softirq on <idle>"].is_object(),
+            "the receive softirq on the idle IRQ CPU wakes the receiver: {attribution}"
+        );
+    }
+    let html = std::fs::read_to_string(outcome.html_path.as_ref().unwrap()).unwrap();
+    assert!(html.contains("Which wakeups moved the task"));
+}

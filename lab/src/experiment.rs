@@ -133,6 +133,12 @@ pub trait Scenario {
     fn plan(&self, params: &Self::Params, topology: &Topology) -> Result<BootPlan>;
     /// Measures one booted guest.
     async fn measure(&self, params: &Self::Params, boot: &Boot<'_>) -> Result<Measurement>;
+    /// The most boots per variant its adaptive runs take unless told otherwise, where the
+    /// lab's 10 are too few for its spread (None: 10). Raised, never lowered: below 10 it has
+    /// no effect, and a run still raises it to what SAME needs on the primaries.
+    fn max_repetitions(&self) -> Option<usize> {
+        None
+    }
     /// Which per-CPU map of its details (`Measurement::details`) the HTML report draws on the
     /// topology, for which task, with which CPUs marked. None: the report has no heatmap.
     fn picture(&self) -> Option<Picture> {
@@ -245,7 +251,10 @@ impl<S: Scenario> Experiment<S> {
         Experiment {
             name: scenario.name().to_string(),
             variants: scenario.default_variants(),
-            repetitions: Repetitions::default(),
+            repetitions: match scenario.max_repetitions() {
+                Some(cap) => Repetitions::default().reaching(cap),
+                None => Repetitions::default(),
+            },
             repetitions_chosen: false,
             primaries: Vec::new(),
             extra_primaries: Vec::new(),

@@ -75,6 +75,14 @@ struct Watch {
     marks: Vec<String>,
 }
 
+/// `[traffic]`, checked.
+#[derive(Debug, Clone)]
+struct Traffic {
+    device: usize,
+    flow: crate::devices::nic::UdpFlow,
+    after: Option<String>,
+}
+
 /// One `[[count]]`, checked.
 #[derive(Debug, Clone)]
 struct Count {
@@ -103,6 +111,8 @@ pub struct ScenarioFile {
     watch: Option<Watch>,
     counts: Vec<Count>,
     trace_buffer_kb: Option<u32>,
+    traffic: Option<Traffic>,
+    max_repetitions: Option<usize>,
     metrics: Vec<FileMetric>,
 }
 
@@ -348,6 +358,8 @@ impl Checker<'_> {
         let devices = self.devices(&raw, &params, &cpus)?;
         let watch = self.watch(&raw, &params, &cpus, devices.len())?;
         let counts = self.counts(&raw, watch.is_some())?;
+        let traffic = self.traffic(&raw, devices.len())?;
+        let max_repetitions = self.max_repetitions(&raw)?;
         let metrics = self.metrics(&raw, &params, &cpus, &watch, &workload)?;
         for m in &raw.metrics {
             if let Some(c) = &m.count {
@@ -387,8 +399,73 @@ impl Checker<'_> {
             watch,
             counts,
             trace_buffer_kb: raw.trace_buffer_kb,
+            traffic,
+            max_repetitions,
             metrics,
         })
+    }
+
+    fn max_repetitions(&self, raw: &RawFile) -> Result<Option<usize>> {
+        let Some(n) = &raw.max_repetitions else {
+            return Ok(None);
+        };
+        if !(5..=200).contains(n.get_ref()) {
+            return Err(self.err(
+                n.span(),
+                "max_repetitions",
+                format!("{}: 5 to 200 boots per variant", n.get_ref()),
+            ));
+        }
+        Ok(Some(*n.get_ref()))
+    }
+
+    fn traffic(&self, raw: &RawFile, devices: usize) -> Result<Option<Traffic>> {
+        let Some(t) = &raw.traffic else {
+            return Ok(None);
+        };
+        let bad = |field: &str, m: String| bad_input(self.path, format!("traffic.{field}"), m);
+        if t.device >= devices {
+            return Err(bad(
+                "device",
+                format!(
+                    "device {}: the file has {devices} [[device]] tables",
+                    t.device
+                ),
+            ));
+        }
+        if t.payload == 0 || t.payload > 1472 {
+            return Err(bad(
+                "payload",
+                format!("{} bytes: 1 to 1472 fit one frame", t.payload),
+            ));
+        }
+        if !(t.rate.is_finite() && t.rate > 0.0 && t.rate <= 1e6) {
+            return Err(bad(
+                "rate",
+                format!("{}: datagrams per second, above 0 and at most 1e6", t.rate),
+            ));
+        }
+        if t.count == 0 {
+            return Err(bad("count", "at least 1 datagram".into()));
+        }
+        if let Some(after) = &t.after {
+            if !after.starts_with('/') || after.contains(['\'', '\n']) {
+                return Err(bad(
+                    "after",
+                    format!("{after:?}: an absolute guest path without quotes"),
+                ));
+            }
+        }
+        Ok(Some(Traffic {
+            device: t.device,
+            flow: crate::devices::nic::UdpFlow {
+                port: t.port,
+                payload: t.payload,
+                rate: t.rate,
+                count: t.count,
+            },
+            after: t.after.clone(),
+        }))
     }
 
     fn counts(&self, raw: &RawFile, watching: bool) -> Result<Vec<Count>> {
@@ -694,6 +771,10 @@ impl Scenario for ScenarioFile {
         self.variants.clone()
     }
 
+    fn max_repetitions(&self) -> Option<usize> {
+        self.max_repetitions
+    }
+
     fn metrics(&self) -> Vec<MetricDef> {
         self.metrics.iter().map(|m| m.def.clone()).collect()
     }
@@ -726,6 +807,16 @@ impl Scenario for ScenarioFile {
         let mut devices = Vec::new();
         for (index, d) in self.devices.iter().enumerate() {
             devices.push(self.device(d, &names, topology, index)?);
+        }
+        if let Some(t) = &self.traffic {
+            let kind = cpus_word(&self.devices[t.device].kind.text, names.params);
+            if kind != "nic" {
+                return Err(bad_input(
+                    &self.path,
+                    "traffic.device",
+                    format!("device {} is {kind:?}: traffic goes into a nic", t.device),
+                ));
+            }
         }
         Ok(BootPlan {
             devices,

@@ -20,6 +20,9 @@ pub(super) struct RawFile {
     pub topology: Option<Spanned<String>>,
     /// Base first.
     pub variants: Spanned<Vec<String>>,
+    /// The most boots per variant an adaptive run takes (default 10; raised, never lowered).
+    #[serde(default)]
+    pub max_repetitions: Option<Spanned<usize>>,
     /// What `--set NAME=VALUE` changes; a value is a string, number or boolean.
     #[serde(default)]
     pub params: BTreeMap<String, Spanned<toml::Value>>,
@@ -38,6 +41,9 @@ pub(super) struct RawFile {
     pub command: Option<RawCommand>,
     #[serde(default)]
     pub watch: Option<RawWatch>,
+    /// UDP datagrams the lab sends into a NIC while the workload runs.
+    #[serde(default)]
+    pub traffic: Option<RawTraffic>,
     /// Trace events counted over the workload (not beside a `[watch]`: one trace at a time).
     #[serde(default, rename = "count")]
     pub counts: Vec<RawCount>,
@@ -46,6 +52,27 @@ pub(super) struct RawFile {
     pub trace_buffer_kb: Option<u32>,
     #[serde(default, rename = "metric")]
     pub metrics: Vec<RawMetric>,
+}
+
+/// `[traffic]`: a UDP flow from the lab's end of a `nic` device's wire into the guest.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTraffic {
+    /// The `[[device]]` (index, a `nic`).
+    #[serde(default)]
+    pub device: usize,
+    /// The guest's UDP port.
+    pub port: u16,
+    /// Payload bytes per datagram (at most 1472).
+    pub payload: usize,
+    /// Datagrams per second.
+    pub rate: f64,
+    /// Datagrams in all.
+    pub count: u64,
+    /// A guest file whose appearance starts the flow (a receiver's "ready" file); default: at
+    /// once.
+    #[serde(default)]
+    pub after: Option<String>,
 }
 
 /// One `[[count]]`: a trace event counted over the workload.

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use super::cpus::Names;
 use super::metrics::{self, Observed, Source};
 use super::{Expr, ScenarioFile, Workload};
+use crate::devices::nic;
 use crate::experiment::{Boot, Measurement};
 use crate::guest::GuestCommand;
 use crate::observe::{
@@ -133,6 +134,7 @@ pub(super) async fn measure(
     };
     let cpus = file.measure_cpus(&names, topology)?;
     let vars = file.shell_variables(&names);
+    let interfaces = bring_up_nics(file, &names, boot).await?;
     set_up(file, vm, &vars).await?;
     let dmatest = match &file.workload {
         Workload::Dmatest { .. } => {
@@ -157,11 +159,13 @@ pub(super) async fn measure(
     let (counters, from) = file.vmstat_wanted();
     let irqs_before = Interrupts::read(vm).await?;
     let vmstat_before = VmStat::read(vm).await?;
-    let (run, snapshots) = tokio::join!(
+    let (run, snapshots, sent) = tokio::join!(
         run_workload(file, &cpus, dmatest.as_ref(), &vars, vm),
-        snapshots_at(vm, &from)
+        snapshots_at(vm, &from),
+        send_traffic(file, cpus.control, vm)
     );
     let run = run?;
+    let sent = sent?;
     let vmstat_after = VmStat::read(vm).await?;
     let irq_delta = match irq {
         Some(i) => Interrupts::read(vm)
@@ -182,6 +186,13 @@ pub(super) async fn measure(
         "workload": run.dmatest,
         "usage": run.usage,
         "vmstat_delta": vmstat,
+        "interfaces": interfaces,
+        "traffic": sent.map(|s| json!({
+            "frames": s.frames,
+            "dropped": s.dropped,
+            "elapsed_s": s.elapsed.as_secs_f64(),
+            "rate": s.rate(),
+        })),
     });
     let seen = stop_tracing(file, tracing, &cpus, boot, &mut details).await?;
     let observed = Observed {
@@ -199,6 +210,60 @@ pub(super) async fn measure(
     let path = file.path.display().to_string();
     let metrics = metrics::values(&file.metrics, &observed, &names, topology, &path)?;
     Ok(Measurement { metrics, details })
+}
+
+/// Brings every `nic` device's interface up with its address; their names, by device index.
+async fn bring_up_nics(
+    file: &ScenarioFile,
+    names: &Names<'_>,
+    boot: &Boot<'_>,
+) -> Result<BTreeMap<usize, String>> {
+    let mut out = BTreeMap::new();
+    for (index, d) in file.devices.iter().enumerate() {
+        if super::cpus_word(&d.kind.text, names.params) != "nic" {
+            continue;
+        }
+        let bound = boot
+            .devices
+            .get(index)
+            .context("a planned device is not bound")?;
+        let ifc = boot
+            .vm
+            .sh(&nic::guest_setup(&bound.pci_address, index))
+            .await
+            .with_context(|| format!("bringing up device {index}'s interface"))?;
+        out.insert(index, ifc.trim().to_string());
+    }
+    Ok(out)
+}
+
+/// `[traffic]`'s flow, once its `after` file exists in the guest; `None` without one.
+async fn send_traffic(
+    file: &ScenarioFile,
+    control: Option<u32>,
+    vm: &Vm,
+) -> Result<Option<nic::Sent>> {
+    let Some(t) = &file.traffic else {
+        return Ok(None);
+    };
+    let host = vm
+        .devices()
+        .get(t.device)
+        .and_then(|d| d.host_part::<nic::Traffic>())
+        .with_context(|| format!("traffic.device {}: not a NIC with a host side", t.device))?;
+    if let Some(after) = &t.after {
+        // A look every 50 ms, each a `sleep` forked: on the control CPU where the file names
+        // one, so the polling stays off the CPUs being watched.
+        let wait = format!("while [ ! -e '{after}' ]; do sleep 0.05; done");
+        let wait = match control {
+            Some(c) => format!("taskset -c {c} sh -c \"{wait}\""),
+            None => wait,
+        };
+        vm.sh(&wait)
+            .await
+            .with_context(|| format!("waiting for {after} before the traffic"))?;
+    }
+    Ok(Some(host.send_udp(&t.flow).await?))
 }
 
 /// Runs `[guest] setup`'s commands in order; the first that fails fails the boot.

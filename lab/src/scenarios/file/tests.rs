@@ -465,3 +465,41 @@ fn counts_and_vmstat_windows_are_checked() {
     );
     assert!(err.contains("beside a [watch]"), "{err}");
 }
+
+#[test]
+fn the_nic_walkthrough_file_plans_its_nic_and_traffic() {
+    let file = shipped("nic-wakeup");
+    assert_eq!(
+        Experiment::new(file.clone()).repetitions.cap(),
+        20,
+        "the file's cap"
+    );
+    assert_eq!(Experiment::new(shipped("dma-wakeup")).repetitions.cap(), 10);
+    let plan = file.plan(file.params(), &ci()).unwrap();
+    assert_eq!(plan.devices, [DeviceSpec::nic().irq_on_cpus(1, &[2])]);
+    let t = file.traffic.as_ref().unwrap();
+    assert_eq!((t.device, t.flow.port, t.flow.count), (0, 9000, 4000));
+    assert_eq!(t.after.as_deref(), Some("/tmp/ready"));
+    let text = std::fs::read_to_string(crate::repo_path("scenarios/nic-wakeup.toml")).unwrap();
+    let err = |old: &str, new: &str| {
+        let text = text.replacen(old, new, 1);
+        match ScenarioFile::parse(&text, Path::new("nic.toml")) {
+            Ok(file) => format!("{:#}", file.plan(file.params(), &ci()).unwrap_err()),
+            Err(e) => format!("{e:#}"),
+        }
+    };
+    let e = err("payload = 64", "payload = 9000");
+    assert!(e.contains("traffic.payload: 9000 bytes: 1 to 1472"), "{e}");
+    let e = err("after = \"/tmp/ready\"", "after = \"tmp/ready\"");
+    assert!(e.contains("traffic.after"), "{e}");
+    let e = err("kind = \"nic\"", "kind = \"ioat\"");
+    assert!(
+        e.contains("traffic.device: device 0 is \"ioat\": traffic goes into a nic"),
+        "{e}"
+    );
+    let e = err("[traffic]", "[traffic]\ndevice = 3");
+    assert!(
+        e.contains("traffic.device: device 3: the file has 1"),
+        "{e}"
+    );
+}
