@@ -785,3 +785,180 @@ fn a_registry_over_tls_with_its_own_ca() {
     let image = |c: &Path| sha256(&c.join("images").join(&key).join("initramfs.cpio"));
     assert_eq!(image(fresh.path()), image(first.path()));
 }
+
+/// One HTTP/1.1 request to the test's registry on loopback; the status code and the
+/// `Location` header. Written out by hand: the test needs three requests, and no HTTP client is
+/// among the suite's dependencies.
+fn http(
+    registry: &Registry,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect((registry.host, registry.port)).unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: {content_type}\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        registry.host,
+        registry.port,
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let status = reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {reply:?}"));
+    let location = reply
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("location")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    (status, location)
+}
+
+/// Replaces tag `tag`'s config with `edit` of it (uploaded as a new blob) and its manifest's
+/// layer titles with `title`, as a hostile registry would serve them.
+fn rewrite_entry(
+    registry: &Registry,
+    tag: &str,
+    title: &str,
+    edit: impl FnOnce(&mut serde_json::Value),
+) {
+    let v2 = registry.storage.join("docker/registry/v2");
+    let link = v2.join(format!(
+        "repositories/{REPO}/_manifests/tags/{tag}/current/link"
+    ));
+    let digest = std::fs::read_to_string(link).unwrap();
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(blob_path(&v2, digest.trim())).unwrap()).unwrap();
+    let config_digest = manifest["config"]["digest"].as_str().unwrap().to_string();
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(blob_path(&v2, &config_digest)).unwrap()).unwrap();
+    edit(&mut config);
+    let bytes = serde_json::to_vec(&config).unwrap();
+    let digest = format!("sha256:{:x}", Sha256::digest(&bytes));
+    // An upload session, then its one chunk with the digest.
+    let start = format!("/v2/{REPO}/blobs/uploads/");
+    let (status, location) = http(registry, "POST", &start, "application/octet-stream", &[]);
+    assert_eq!(status, 202, "starting an upload");
+    let path = location
+        .split_once("://")
+        .and_then(|(_, rest)| rest.find('/').map(|i| rest[i..].to_string()))
+        .unwrap_or(location);
+    let sep = if path.contains('?') { '&' } else { '?' };
+    let put = format!("{path}{sep}digest={digest}");
+    let (status, _) = http(registry, "PUT", &put, "application/octet-stream", &bytes);
+    assert_eq!(status, 201, "uploading the config");
+    manifest["config"]["digest"] = digest.into();
+    manifest["config"]["size"] = bytes.len().into();
+    for layer in manifest["layers"].as_array_mut().unwrap() {
+        layer["annotations"]["org.opencontainers.image.title"] = title.into();
+    }
+    let media = manifest["mediaType"]
+        .as_str()
+        .unwrap_or("application/vnd.oci.image.manifest.v1+json")
+        .to_string();
+    let body = serde_json::to_vec(&manifest).unwrap();
+    let put = format!("/v2/{REPO}/manifests/{tag}");
+    let (status, _) = http(registry, "PUT", &put, &media, &body);
+    assert_eq!(status, 201, "putting the manifest");
+}
+
+/// Every path under `dir` whose name holds `word`.
+fn named_under(dir: &Path, word: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if e.file_name().to_string_lossy().contains(word) {
+            out.push(path.clone());
+        }
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(named_under(&path, word));
+        }
+    }
+    out
+}
+
+/// A hostile registry (issue W2): layer names and titles that climb out of the cache are never
+/// paths (the entry is pulled, nothing lands outside it); a file list that climbs out is
+/// refused, named, and the entry built here instead.
+#[test]
+fn a_registry_cannot_write_outside_the_cache() {
+    lab::process::watch_parent();
+    let Some(bin) = common::lab_binary("remote cache: a hostile registry") else {
+        return;
+    };
+    let Some(registry) = Registry::start("remote cache: a hostile registry", None) else {
+        return;
+    };
+    let url = registry.url();
+    let first = cache_sharing_all_but(&["images"]);
+    let env = [
+        ("LAB_CACHE_REMOTE", url.as_str()),
+        ("LAB_CACHE_DIR", first.path().to_str().unwrap()),
+    ];
+    let run = lab_cmd(&bin, &env, &["run", "--", "true"]);
+    assert!(run.status.success(), "{}", text(&run));
+    let key = only_entry(&first.path().join("images"));
+    let pushed = lab_cmd(&bin, &env, &["cache", "push", &format!("images/{key}")]);
+    assert!(pushed.status.success(), "{}", text(&pushed));
+    let tag = format!("images-{key}");
+    let entry = format!("images/{}", &key[..10]);
+
+    // Names that climb out: only names, the pull goes on, nothing lands outside the entry.
+    rewrite_entry(&registry, &tag, "../../../escape-title", |config| {
+        for layer in config["layers"].as_array_mut().unwrap() {
+            layer["name"] = "../../../escape-name".into();
+        }
+    });
+    let second = cache_sharing_all_but(&["images"]);
+    let env = [
+        ("LAB_CACHE_REMOTE", url.as_str()),
+        ("LAB_CACHE_DIR", second.path().to_str().unwrap()),
+    ];
+    let run = lab_cmd(&bin, &env, &["run", "--", "true"]);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    assert!(out.contains(&format!("pulled {entry} from {url}")), "{out}");
+    let scratch_parent = second.path().parent().unwrap();
+    assert_eq!(
+        named_under(scratch_parent, "escape-"),
+        Vec::<PathBuf>::new()
+    );
+
+    // A file list that climbs out: refused, named, built here instead.
+    rewrite_entry(&registry, &tag, "files", |config| {
+        let files = config["layers"][0]["files"].as_array_mut().unwrap();
+        files[0]["path"] = "../../escape-file".into();
+    });
+    let third = cache_sharing_all_but(&["images"]);
+    let env = [
+        ("LAB_CACHE_REMOTE", url.as_str()),
+        ("LAB_CACHE_DIR", third.path().to_str().unwrap()),
+    ];
+    let run = lab_cmd(&bin, &env, &["run", "--", "true"]);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    assert!(
+        out.contains("../../escape-file") && out.contains("refused"),
+        "the refusal names the path:\n{out}"
+    );
+    assert!(
+        out.contains(&format!("building {entry} here instead")),
+        "{out}"
+    );
+    assert_eq!(only_entry(&third.path().join("images")), key);
+    assert_eq!(
+        named_under(scratch_parent, "escape-"),
+        Vec::<PathBuf>::new()
+    );
+}

@@ -2,6 +2,7 @@
 //! one seed S1 needs: every parameter of the seed run, run through the module's sysfs
 //! interface, its summary lines parsed per thread, and its failure lines surfaced as errors.
 
+pub mod choreography;
 pub(crate) mod fio;
 mod hackbench;
 mod numa01;
@@ -162,10 +163,7 @@ impl Dmatest {
     /// scheduler's choice. A precaution: the drift once blamed on it turned out to be the
     /// widen-before-wakeup bug above.
     pub(crate) fn script(&self, start_cpu: Option<u32>, control_cpu: Option<u32>) -> String {
-        let control = match control_cpu {
-            Some(cpu) => format!("taskset -p -c {cpu} $$ > /dev/null\n"),
-            None => String::new(),
-        };
+        let control = choreography::control_shell(control_cpu);
         let start = match start_cpu {
             Some(cpu) => format!(
                 "pids=''\n\

@@ -18,7 +18,7 @@ use crate::observe::{
 };
 use crate::topology::Topology;
 use crate::vm::Vm;
-use crate::workload::DmatestResult;
+use crate::workload::{choreography, DmatestResult};
 
 /// The CPUs the workload and the watch name, found on a topology.
 #[derive(Debug, Default)]
@@ -252,14 +252,8 @@ async fn send_traffic(
         .and_then(|d| d.host_part::<nic::Traffic>())
         .with_context(|| format!("traffic.device {}: not a NIC with a host side", t.device))?;
     if let Some(after) = &t.after {
-        // A look every 50 ms, each a `sleep` forked: on the control CPU where the file names
-        // one, so the polling stays off the CPUs being watched.
-        let wait = format!("while [ ! -e '{after}' ]; do sleep 0.05; done");
-        let wait = match control {
-            Some(c) => format!("taskset -c {c} sh -c \"{wait}\""),
-            None => wait,
-        };
-        vm.sh(&wait)
+        // On the control CPU where the file names one: the polling stays off the watched CPUs.
+        vm.sh(&choreography::wait_for_file(after, control))
             .await
             .with_context(|| format!("waiting for {after} before the traffic"))?;
     }
@@ -458,10 +452,7 @@ async fn run_workload(
 
 /// `run` with its shell kept on the control CPU and itself pinned, as the file says.
 fn command_script(run: &str, cpus: &WorkloadCpus) -> String {
-    let mut script = String::new();
-    if let Some(c) = cpus.control {
-        script.push_str(&format!("taskset -p -c {c} $$ > /dev/null\n"));
-    }
+    let mut script = choreography::control_shell(cpus.control);
     match &cpus.pin {
         Some(pin) => {
             let list: Vec<String> = pin.iter().map(u32::to_string).collect();
@@ -506,4 +497,55 @@ fn check_watched(
 /// `text` as one single-quoted shell word.
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_that_never_ran_refuses_the_sample_and_one_that_started_elsewhere_fails() {
+        let t = Topology::by_name(crate::host::DEFAULT_TOPOLOGY).unwrap();
+        let trace = std::path::Path::new("/r/sched.trace");
+        let events = crate::observe::parse_trace(crate::observe::tests::TRACE);
+        let none = TaskPlacement::from_events("lab-udp-sink", &events, &t);
+        let err = check_watched(&none, "lab-udp-sink", None, "vm-1", trace).unwrap_err();
+        let rejected = crate::sample::rejection(&err).expect("refused, booted again");
+        assert!(
+            rejected.cause.contains("no switch-in of lab-udp-sink*")
+                && rejected.cause.contains("/r/sched.trace"),
+            "{}",
+            rejected.cause
+        );
+        let copy = TaskPlacement::from_events("dma0chan0-copy", &events, &t);
+        assert!(check_watched(&copy, "dma0chan0-copy", copy.started_on, "vm-1", trace).is_ok());
+        let err = check_watched(&copy, "dma0chan0-copy", Some(7), "vm-1", trace).unwrap_err();
+        assert!(
+            crate::sample::rejection(&err).is_none(),
+            "a set-up error, not a refused sample"
+        );
+        assert!(
+            format!("{err}").contains("not on watch.started_on's CPU 7"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_pinned_command_keeps_its_shell_on_the_control_cpu() {
+        let cpus = WorkloadCpus {
+            control: Some(7),
+            pin: Some(vec![0, 1]),
+            ..WorkloadCpus::default()
+        };
+        let script = command_script("echo 'hi' $x", &cpus);
+        assert_eq!(
+            script,
+            "taskset -p -c 7 $$ > /dev/null\ntaskset -c 0,1 sh -c 'echo '\\''hi'\\'' $x'\n"
+        );
+        let status = std::process::Command::new("sh")
+            .args(["-n", "-c", &script])
+            .status()
+            .unwrap();
+        assert!(status.success(), "not valid shell:\n{script}");
+    }
 }

@@ -146,6 +146,75 @@ pub(super) struct Observed<'a> {
 pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
     let name = raw.name.get_ref().clone();
     let field = |f: &str| format!("metric {name:?}: {f}");
+    let source = source(raw)?;
+    let is_share = matches!(
+        source,
+        Source::SwitchInsOn(_)
+            | Source::RuntimeOn(_)
+            | Source::WakeupsOn(_)
+            | Source::IrqsOn(_)
+            | Source::Landed(_)
+            | Source::Placement(PlacementFigure::MaxCpuShare)
+            | Source::Placement(PlacementFigure::PulledAcrossLlc)
+    );
+    let magnitude = match &raw.magnitude {
+        Some(m) => magnitude(m.get_ref()).map_err(|e| (field("magnitude"), e))?,
+        None if raw.primary => {
+            return Err((
+                field("magnitude"),
+                "a primary metric needs the smallest change that matters".into(),
+            ))
+        }
+        None => Magnitude::Absolute(if is_share { 5.0 } else { 0.0 }),
+    };
+    let direction = match raw.better.as_ref().map(|b| b.get_ref().as_str()) {
+        None | Some("neutral") => Direction::Neutral,
+        Some("higher") => Direction::HigherIsBetter,
+        Some("lower") => Direction::LowerIsBetter,
+        Some(other) => {
+            return Err((
+                field("better"),
+                format!("{other:?}: higher, lower or neutral"),
+            ))
+        }
+    };
+    let mut def = if is_share {
+        let mut d = MetricDef::share(&name, 0.0);
+        d.magnitude = magnitude;
+        d
+    } else {
+        let unit = match source {
+            Source::Placement(_) | Source::Count(_) => "per boot",
+            Source::Usage(UsageFigure::UserS | UsageFigure::SystemS | UsageFigure::CpuS) => "s",
+            Source::Usage(UsageFigure::MaxRssKib) => "KiB",
+            _ => "",
+        };
+        let d = MetricDef::new(&name, unit, direction, magnitude);
+        match source {
+            // A gauge in vmstat can fall; an output is whatever the program prints.
+            Source::Output(_) | Source::Vmstat { .. } => d,
+            _ => d.non_negative(),
+        }
+    };
+    def.direction = direction;
+    if let Some(unit) = &raw.unit {
+        def.unit = unit.clone();
+    }
+    def.primary = raw.primary;
+    def.optional = raw.optional;
+    Ok(FileMetric {
+        def,
+        source,
+        refuse_below: raw.refuse_below,
+        refuse_above: raw.refuse_above,
+        line: 0,
+    })
+}
+
+/// The one source `raw` names, checked. Errors are `(field, message)`.
+fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
+    let name = raw.name.get_ref();
+    let field = |f: &str| format!("metric {name:?}: {f}");
     let mut sources = Vec::new();
     let sets = [
         (
@@ -223,81 +292,22 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
         }
         sources.push(("output", Source::Output(re)));
     }
-    let source = match sources.len() {
-        1 => sources.remove(0).1,
-        0 => {
-            return Err((
-                field("source"),
-                "no source: give one of switch_ins_on, runtime_on, wakeups_on, irqs_on, placement, landed, workload, usage, vmstat, count, output".into(),
-            ))
-        }
+    match sources.len() {
+        1 => Ok(sources.remove(0).1),
+        0 => Err((
+            field("source"),
+            "no source: give one of switch_ins_on, runtime_on, wakeups_on, irqs_on, placement, \
+             landed, workload, usage, vmstat, count, output"
+                .into(),
+        )),
         _ => {
             let keys: Vec<&str> = sources.iter().map(|(k, _)| *k).collect();
-            return Err((field("source"), format!("one source, not {}", keys.join(" and "))));
-        }
-    };
-    let is_share = matches!(
-        source,
-        Source::SwitchInsOn(_)
-            | Source::RuntimeOn(_)
-            | Source::WakeupsOn(_)
-            | Source::IrqsOn(_)
-            | Source::Landed(_)
-            | Source::Placement(PlacementFigure::MaxCpuShare)
-            | Source::Placement(PlacementFigure::PulledAcrossLlc)
-    );
-    let magnitude = match &raw.magnitude {
-        Some(m) => magnitude(m.get_ref()).map_err(|e| (field("magnitude"), e))?,
-        None if raw.primary => {
-            return Err((
-                field("magnitude"),
-                "a primary metric needs the smallest change that matters".into(),
+            Err((
+                field("source"),
+                format!("one source, not {}", keys.join(" and ")),
             ))
         }
-        None => Magnitude::Absolute(if is_share { 5.0 } else { 0.0 }),
-    };
-    let direction = match raw.better.as_ref().map(|b| b.get_ref().as_str()) {
-        None | Some("neutral") => Direction::Neutral,
-        Some("higher") => Direction::HigherIsBetter,
-        Some("lower") => Direction::LowerIsBetter,
-        Some(other) => {
-            return Err((
-                field("better"),
-                format!("{other:?}: higher, lower or neutral"),
-            ))
-        }
-    };
-    let mut def = if is_share {
-        let mut d = MetricDef::share(&name, 0.0);
-        d.magnitude = magnitude;
-        d
-    } else {
-        let unit = match source {
-            Source::Placement(_) | Source::Count(_) => "per boot",
-            Source::Usage(UsageFigure::UserS | UsageFigure::SystemS | UsageFigure::CpuS) => "s",
-            Source::Usage(UsageFigure::MaxRssKib) => "KiB",
-            _ => "",
-        };
-        let d = MetricDef::new(&name, unit, direction, magnitude);
-        match source {
-            // A gauge in vmstat can fall; an output is whatever the program prints.
-            Source::Output(_) | Source::Vmstat { .. } => d,
-            _ => d.non_negative(),
-        }
-    };
-    def.direction = direction;
-    if let Some(unit) = &raw.unit {
-        def.unit = unit.clone();
     }
-    def.primary = raw.primary;
-    def.optional = raw.optional;
-    Ok(FileMetric {
-        def,
-        source,
-        refuse_below: raw.refuse_below,
-        refuse_above: raw.refuse_above,
-        line: 0,
-    })
 }
 
 fn lookup<T: Copy>(table: &[(&str, T)], name: &str) -> Result<T, String> {
