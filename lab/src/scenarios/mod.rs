@@ -184,9 +184,48 @@ pub(crate) fn list() -> Result<Vec<Listing>> {
     REGISTRY.iter().map(|(_, make)| make().listing()).collect()
 }
 
-/// What `lab scenarios` prints: every shipped scenario's `Listing`, in registry order.
+/// What `lab scenarios` prints: every shipped scenario's `Listing`, in registry order, then the
+/// scenario files in the repository's `scenarios/` (a line each: `lab compare --scenario FILE`
+/// runs them), a file that does not read saying why.
 pub fn list_text() -> Result<String> {
-    Ok(list()?.iter().map(Listing::to_string).collect())
+    let mut text: String = list()?.iter().map(Listing::to_string).collect();
+    let files = example_files()?;
+    if !files.is_empty() {
+        text.push_str(
+            "\nscenario files (lab compare --scenario FILE; lab scenarios --scenario FILE):\n",
+        );
+    }
+    for path in files {
+        let shown = path
+            .strip_prefix(crate::repo_path(""))
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        match file::ScenarioFile::read(&path) {
+            Ok(f) => text.push_str(&format!(
+                "  {shown}  {}: {}\n",
+                f.name(),
+                Scenario::description(&f)
+            )),
+            Err(e) => text.push_str(&format!("  {shown}  does not read: {e:#}\n")),
+        }
+    }
+    Ok(text)
+}
+
+/// The `*.toml` files of the repository's `scenarios/`, sorted.
+fn example_files() -> Result<Vec<PathBuf>> {
+    let dir = crate::repo_path("scenarios");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    Ok(files)
 }
 
 /// One shipped scenario's defaults.
@@ -413,6 +452,18 @@ mod tests {
         assert_eq!(picture_of(&record), picture("dma-wakeup"));
         record.manifest.parameters = serde_json::json!({});
         assert_eq!(picture_of(&record), None);
+    }
+
+    #[test]
+    fn the_listing_names_every_example_file_and_each_reads() {
+        let text = list_text().unwrap();
+        for name in ["dma-wakeup", "eevdf-parity", "numa-scan", "nic-wakeup"] {
+            assert!(
+                text.contains(&format!("  scenarios/{name}.toml  ")),
+                "{name} missing:\n{text}"
+            );
+        }
+        assert!(!text.contains("does not read"), "{text}");
     }
 
     #[test]
