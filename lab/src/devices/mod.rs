@@ -249,6 +249,7 @@ impl DeviceSpec {
         DeviceSpec::new(Passthrough {
             name: name.to_string(),
             host: None,
+            listed: Vec::new(),
         })
     }
 
@@ -572,6 +573,7 @@ mod tests {
                     stands_in,
                     declared_at: "h.toml:1".into(),
                 }),
+                listed: Vec::new(),
             })
         };
         pt = host(crate::hosts::StandIn::Ptdma);

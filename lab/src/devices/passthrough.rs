@@ -5,7 +5,9 @@
 //! ID; the host must not be using it (`Sysfs::users`: a mounted or held NVMe namespace, a
 //! dmaengine channel in use, an interface up); no other member of its IOMMU group may be in
 //! use while bound to a host driver (bridges stay as they are; members on `vfio-pci` or
-//! `pci-stub` are free). Then, with the group's lock held, the journal (`<cache>/passthrough/
+//! `pci-stub` are free), and none bound to a host driver may be taken unless the host file
+//! lists it as a device of its own (default deny: an AHCI controller, a USB host or a GPU that
+//! shares the group is refused, never unbound). Then, with the group's lock held, the journal (`<cache>/passthrough/
 //! group-N.json`: every member's address, driver and `driver_override`) is written, atomically,
 //! before anything changes; each member gets `driver_override = vfio-pci`, is unbound from its
 //! driver and bound to `vfio-pci`. Releasing the claim (the VM going, its drop, a failed start)
@@ -35,6 +37,10 @@ pub(crate) struct Passthrough {
     /// The host file's entry, filled in by [`super::resolve`] before boot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<HostDevice>,
+    /// Every address the host file lists: the group members the claim may take from a host
+    /// driver besides the device itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listed: Vec<Bdf>,
 }
 
 /// One group member as it was before the lab took it.
@@ -114,14 +120,42 @@ fn write_journal(path: &Path, journal: &Journal) -> Result<()> {
     Ok(())
 }
 
+/// A journal, its driver names checked: replaying one writes to `drivers/<name>/bind`, so a
+/// name that is not a plain driver name (`../x`) is refused, not followed.
 fn read_journal(path: &Path) -> Result<Journal> {
     let text = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))
+    let journal: Journal =
+        serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))?;
+    for m in &journal.members {
+        for name in [&m.driver, &m.driver_override].into_iter().flatten() {
+            let plain = !name.is_empty()
+                && name != "."
+                && name != ".."
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+            if !plain {
+                bail!(
+                    "{}: member {}: {name:?} is not a driver name: refused (restore it by hand)",
+                    path.display(),
+                    m.bdf
+                );
+            }
+        }
+    }
+    Ok(journal)
 }
 
 impl Claim {
-    /// Checks and takes `device` (see the module docs); every refusal names its reason.
-    pub(crate) fn take(sysfs: &Sysfs, journal_dir: &Path, device: &HostDevice) -> Result<Claim> {
+    /// Checks and takes `device` (see the module docs); `listed`: the addresses the host file
+    /// lists, the only group members it may take from a host driver. Every refusal names its
+    /// reason.
+    pub(crate) fn take(
+        sysfs: &Sysfs,
+        journal_dir: &Path,
+        device: &HostDevice,
+        listed: &[Bdf],
+    ) -> Result<Claim> {
         let what = format!(
             "passthrough device {} ({}, declared at {})",
             device.name, device.bdf, device.declared_at
@@ -202,6 +236,16 @@ impl Claim {
                      passing {} through would take it too",
                     driver.as_deref().unwrap_or("none"),
                     users.join("; "),
+                    device.bdf
+                ));
+            } else if let Some(d) = driver
+                .as_deref()
+                .filter(|d| !FREE_DRIVERS.contains(d) && !listed.contains(member))
+            {
+                refusals.push(format!(
+                    "IOMMU group {group} also holds {member} (driver {d}), which the host file \
+                     does not list: passing {} through would unbind it from {d}; list it in the \
+                     host file as a device of its own if the host can spare it",
                     device.bdf
                 ));
             }
@@ -627,13 +671,17 @@ impl Device for Passthrough {
         if self.host.is_some() {
             return Ok(None);
         }
-        let host = hosts
+        let file = hosts
             .host_file()
-            .and_then(|file| file.device(&self.name).cloned())
+            .with_context(|| format!("passthrough:{}", self.name))?;
+        let host = file
+            .device(&self.name)
+            .cloned()
             .with_context(|| format!("passthrough:{}", self.name))?;
         Ok(Some(std::sync::Arc::new(Passthrough {
             name: self.name.clone(),
             host: Some(host),
+            listed: file.devices.values().map(|d| d.bdf.clone()).collect(),
         })))
     }
 
@@ -647,8 +695,10 @@ impl Device for Passthrough {
         })?;
         let sysfs = at.host.sysfs.clone();
         let journals = journal_dir(&at.host.cache);
+        let listed = self.listed.clone();
         let claim =
-            tokio::task::spawn_blocking(move || Claim::take(&sysfs, &journals, &host)).await??;
+            tokio::task::spawn_blocking(move || Claim::take(&sysfs, &journals, &host, &listed))
+                .await??;
         Ok(Attached {
             qemu_args: qemu_args(&at.id, &at.slot, &claim.device.bdf),
             host_part: Some(Box::new(claim)),

@@ -73,7 +73,7 @@ fn a_claim_binds_the_group_to_vfio_and_release_restores_it() {
     let f = host();
     let s = f.sysfs();
     let journals = f.dir.path().join("journal");
-    let claim = Claim::take(&s, &journals, &ioat()).unwrap();
+    let claim = Claim::take(&s, &journals, &ioat(), &[]).unwrap();
     assert_eq!(claim.group, "7");
     assert_eq!(state(&s, IOAT), some("vfio-pci", Some("vfio-pci")));
     assert_eq!(state(&s, IOAT2), some("vfio-pci", Some("vfio-pci")));
@@ -98,7 +98,9 @@ fn a_claim_binds_the_group_to_vfio_and_release_restores_it() {
         ]
     );
     // Another lab cannot take the group while this one holds it.
-    let err = Claim::take(&s, &journals, &ioat()).unwrap_err().to_string();
+    let err = Claim::take(&s, &journals, &ioat(), &[])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("taken by another lab process"), "{err}");
     let path = claim.journal_path().to_path_buf();
     claim.release().unwrap();
@@ -125,7 +127,7 @@ fn dropping_a_claim_restores_too_and_restoring_twice_changes_nothing() {
     let f = host();
     let s = f.sysfs();
     let journals = f.dir.path().join("journal");
-    let claim = Claim::take(&s, &journals, &ioat()).unwrap();
+    let claim = Claim::take(&s, &journals, &ioat(), &[]).unwrap();
     let journal = claim.journal.clone();
     drop(claim);
     assert_eq!(state(&s, IOAT), some("ioatdma", None));
@@ -142,7 +144,7 @@ fn a_device_the_host_uses_is_refused_naming_why_and_nothing_changes() {
     let refuse = |f: &FakeSys, device: &HostDevice| {
         let err = format!(
             "{:#}",
-            Claim::take(&f.sysfs(), &journals_of(f), device).unwrap_err()
+            Claim::take(&f.sysfs(), &journals_of(f), device, &[]).unwrap_err()
         );
         assert_eq!(f.writes(), "", "nothing written before refusing: {err}");
         let left = std::fs::read_dir(journals_of(f))
@@ -241,13 +243,37 @@ fn a_device_the_host_uses_is_refused_naming_why_and_nothing_changes() {
 }
 
 #[test]
-fn idle_members_go_along_and_free_ones_stay() {
-    // The NIC is down: the group goes to vfio-pci whole, the drive's driver comes back after.
+fn a_member_on_a_host_driver_the_host_file_does_not_list_is_refused() {
+    // The NIC is down (idle), but on igb and not in the host file: default deny, nothing
+    // changes.
     let f = host();
     let s = f.sysfs();
     let journals = f.dir.path().join("journal");
     let nvme = host_device("disk", NVME, "144d:a808", StandIn::Nvme);
-    let claim = Claim::take(&s, &journals, &nvme).unwrap();
+    let before = (state(&s, NVME), state(&s, NIC));
+    let e = format!(
+        "{:#}",
+        Claim::take(&s, &journals, &nvme, &[bdf(NVME)]).unwrap_err()
+    );
+    assert!(
+        e.contains("IOMMU group 30 also holds 0000:41:00.1 (driver igb), which the host file does not list"),
+        "{e}"
+    );
+    assert!(e.contains("list it in the host file"), "{e}");
+    assert_eq!((state(&s, NVME), state(&s, NIC)), before, "nothing changed");
+    assert!(!journals.join("group-30.json").exists());
+}
+
+#[test]
+fn idle_members_go_along_and_free_ones_stay() {
+    // The NIC is down and listed: the group goes to vfio-pci whole, the drive's driver comes
+    // back after.
+    let f = host();
+    let s = f.sysfs();
+    let journals = f.dir.path().join("journal");
+    let nvme = host_device("disk", NVME, "144d:a808", StandIn::Nvme);
+    let listed = [bdf(NVME), bdf(NIC)];
+    let claim = Claim::take(&s, &journals, &nvme, &listed).unwrap();
     assert_eq!(state(&s, NVME).0.as_deref(), Some("vfio-pci"));
     assert_eq!(state(&s, NIC).0.as_deref(), Some("vfio-pci"));
     claim.release().unwrap();
@@ -263,7 +289,7 @@ fn idle_members_go_along_and_free_ones_stay() {
     )
     .unwrap();
     let s = f.sysfs();
-    let claim = Claim::take(&s, &journals, &nvme).unwrap();
+    let claim = Claim::take(&s, &journals, &nvme, &[]).unwrap();
     assert_eq!(state(&s, NIC), some("pci-stub", None));
     drop(claim);
 }
@@ -274,7 +300,10 @@ fn a_failed_bind_restores_at_once() {
     std::fs::remove_dir_all(f.root().join("bus/pci/drivers/vfio-pci")).unwrap();
     let s = f.sysfs();
     let journals = f.dir.path().join("journal");
-    let e = format!("{:#}", Claim::take(&s, &journals, &ioat()).unwrap_err());
+    let e = format!(
+        "{:#}",
+        Claim::take(&s, &journals, &ioat(), &[]).unwrap_err()
+    );
     assert!(
         e.contains("modprobe vfio-pci") && e.contains("host drivers restored"),
         "{e}"
@@ -361,7 +390,7 @@ fn child_takes_a_device_and_waits() {
     };
     let dir = Path::new(&dir);
     let s = Sysfs::emulated(dir.join("sys"), dir.join("mounts"));
-    let claim = Claim::take(&s, &dir.join("journal"), &ioat()).unwrap();
+    let claim = Claim::take(&s, &dir.join("journal"), &ioat(), &[]).unwrap();
     std::fs::write(dir.join("ready"), "").unwrap();
     std::thread::sleep(Duration::from_secs(120));
     drop(claim);
@@ -439,7 +468,7 @@ fn a_new_claim_replays_a_killed_labs_journal_before_recording_its_own() {
     let s = f.sysfs();
     let journals = f.dir.path().join("journal");
     kill(child_holding_the_device(&f));
-    let claim = Claim::take(&s, &journals, &ioat()).unwrap();
+    let claim = Claim::take(&s, &journals, &ioat(), &[]).unwrap();
     // The original driver recorded is the host's, not the dead lab's vfio-pci.
     assert_eq!(claim.journal.members[0].driver.as_deref(), Some("ioatdma"));
     claim.release().unwrap();
@@ -457,7 +486,10 @@ fn a_failed_restore_keeps_the_journal_for_lab_host_restore() {
     std::fs::rename(drivers.join("ioatdma"), f.dir.path().join("ioatdma-away")).unwrap();
     let s = f.sysfs();
     let journals = f.dir.path().join("journal");
-    let e = format!("{:#}", Claim::take(&s, &journals, &ioat()).unwrap_err());
+    let e = format!(
+        "{:#}",
+        Claim::take(&s, &journals, &ioat(), &[]).unwrap_err()
+    );
     assert!(e.contains("run `lab host restore`"), "{e}");
     assert_eq!(state(&s, IOAT), (None, None), "unbound, override cleared");
     let kept = read_journal(&journals.join("group-7.json")).unwrap();
@@ -515,4 +547,39 @@ fn lab_host_show_describes_each_listed_device_and_restore_says_when_there_is_not
         restored.to_string(),
         "IOMMU group 7 (0000:00:04.0): host drivers restored\n"
     );
+}
+
+#[test]
+fn a_journal_naming_a_driver_outside_the_drivers_directory_is_refused() {
+    let f = host();
+    let journals = f.dir.path().join("journal");
+    std::fs::create_dir_all(&journals).unwrap();
+    let path = journals.join("group-7.json");
+    let journal = Journal {
+        sysfs: f.root().to_path_buf(),
+        group: "7".into(),
+        device: "ioat0 0000:00:04.0".into(),
+        pid: 1,
+        members: vec![JournalEntry {
+            bdf: bdf(IOAT),
+            driver: Some("../../../../tmp/x".into()),
+            driver_override: None,
+        }],
+    };
+    write_journal(&path, &journal).unwrap();
+    let e = format!("{:#}", read_journal(&path).unwrap_err());
+    assert!(
+        e.contains("\"../../../../tmp/x\" is not a driver name: refused"),
+        "{e}"
+    );
+    let fine = Journal {
+        members: vec![JournalEntry {
+            bdf: bdf(IOAT),
+            driver: Some("ioatdma".into()),
+            driver_override: Some("vfio-pci".into()),
+        }],
+        ..journal
+    };
+    write_journal(&path, &fine).unwrap();
+    assert_eq!(read_journal(&path).unwrap(), fine);
 }
