@@ -826,11 +826,13 @@ fn http(
 }
 
 /// Replaces tag `tag`'s config with `edit` of it (uploaded as a new blob) and its manifest's
-/// layer titles with `title`, as a hostile registry would serve them.
+/// layer titles with `title`, as a hostile registry would serve them; `shrink` bytes taken off
+/// every layer's declared size.
 fn rewrite_entry(
     registry: &Registry,
     tag: &str,
     title: &str,
+    shrink: u64,
     edit: impl FnOnce(&mut serde_json::Value),
 ) {
     let v2 = registry.storage.join("docker/registry/v2");
@@ -862,6 +864,8 @@ fn rewrite_entry(
     manifest["config"]["size"] = bytes.len().into();
     for layer in manifest["layers"].as_array_mut().unwrap() {
         layer["annotations"]["org.opencontainers.image.title"] = title.into();
+        let size = layer["size"].as_u64().unwrap();
+        layer["size"] = (size - shrink.min(size - 1)).into();
     }
     let media = manifest["mediaType"]
         .as_str()
@@ -915,7 +919,7 @@ fn a_registry_cannot_write_outside_the_cache() {
     let entry = format!("images/{}", &key[..10]);
 
     // Names that climb out: only names, the pull goes on, nothing lands outside the entry.
-    rewrite_entry(&registry, &tag, "../../../escape-title", |config| {
+    rewrite_entry(&registry, &tag, "../../../escape-title", 0, |config| {
         for layer in config["layers"].as_array_mut().unwrap() {
             layer["name"] = "../../../escape-name".into();
         }
@@ -936,7 +940,7 @@ fn a_registry_cannot_write_outside_the_cache() {
     );
 
     // A file list that climbs out: refused, named, built here instead.
-    rewrite_entry(&registry, &tag, "files", |config| {
+    rewrite_entry(&registry, &tag, "files", 0, |config| {
         let files = config["layers"][0]["files"].as_array_mut().unwrap();
         files[0]["path"] = "../../escape-file".into();
     });

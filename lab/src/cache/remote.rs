@@ -527,12 +527,37 @@ impl Remote {
                 ))
             })?;
         let target = path.to_path_buf();
+        let declared = u64::try_from(desc.size).unwrap_or(0);
+        let deadline = blob_deadline(declared);
         let result = block_on(async {
             let file = tokio::fs::File::create(&target).await?;
-            self.client.pull_blob(reference, &desc, file).await
+            let capped = Capped {
+                inner: file,
+                left: declared,
+            };
+            match tokio::time::timeout(deadline, self.client.pull_blob(reference, &desc, capped))
+                .await
+            {
+                Ok(pulled) => pulled,
+                Err(_) => Err(OciDistributionError::GenericError(Some(format!(
+                    "no answer within {} s: the whole layer of {declared} bytes did not come \
+                     within its deadline",
+                    deadline.as_secs()
+                )))),
+            }
         });
         match result {
             Ok(()) => Ok(()),
+            Err(OciDistributionError::IoError(e))
+                if e.kind() == std::io::ErrorKind::FileTooLarge =>
+            {
+                Err(Failure::Entry(anyhow::anyhow!(
+                    "{what} on {}: layer {} sends more than its declared {declared} bytes: \
+                     refused",
+                    self.url,
+                    layer.name
+                )))
+            }
             Err(OciDistributionError::DigestError(e)) => Err(Failure::Entry(anyhow::anyhow!(
                 "{what} on {}: layer {} ({}) is corrupt: its bytes do not match the digest the \
                  manifest names ({e}): refused",
@@ -775,3 +800,85 @@ where
 
 #[cfg(test)]
 mod tests;
+
+/// The longest a layer's whole download may take: a minute, plus a second per 256 KiB declared
+/// (a slow link's pace), so a registry that drips its bytes cannot hold the entry's lock for
+/// ever; the lab then builds instead.
+fn blob_deadline(declared: u64) -> Duration {
+    Duration::from_secs(60 + declared / (256 << 10))
+}
+
+/// A writer that refuses more bytes than a blob declared (`FileTooLarge`): a registry cannot fill
+/// the disk with a blob longer than its manifest says. By hand: a few lines no crate offers for
+/// `AsyncWrite`.
+struct Capped<W> {
+    inner: W,
+    left: u64,
+}
+
+impl<W: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Capped<W> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if buf.len() as u64 > self.left {
+            return std::task::Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::FileTooLarge,
+                "more bytes than the blob declared",
+            )));
+        }
+        let written = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let std::task::Poll::Ready(Ok(n)) = &written {
+            self.left -= *n as u64;
+        }
+        written
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod capped_tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    #[test]
+    fn a_blob_longer_than_declared_is_refused_and_a_slow_one_has_a_deadline() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut fits = Capped {
+                inner: Vec::new(),
+                left: 4,
+            };
+            fits.write_all(b"abcd").await.unwrap();
+            assert_eq!(fits.inner, b"abcd");
+            let mut long = Capped {
+                inner: Vec::new(),
+                left: 4,
+            };
+            let e = long.write_all(b"abcde").await.unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::FileTooLarge);
+            assert!(
+                long.inner.len() <= 4,
+                "nothing past the declared size is kept"
+            );
+        });
+        assert_eq!(blob_deadline(0), Duration::from_secs(60));
+        assert_eq!(blob_deadline(300 << 20), Duration::from_secs(60 + 1200));
+    }
+}
