@@ -966,3 +966,50 @@ fn a_registry_cannot_write_outside_the_cache() {
         Vec::<PathBuf>::new()
     );
 }
+
+/// The registry password reaches no child of the lab (issue W2): QEMU's environment, read from
+/// `/proc` while its guest runs, lacks `LAB_CACHE_PASSWORD` and holds the test's marker (so the
+/// process is this test's).
+#[test]
+fn the_registry_password_reaches_no_child() {
+    lab::process::watch_parent();
+    let Some(bin) = common::lab_binary("remote cache: the password") else {
+        return;
+    };
+    let marker = format!("lab-password-test-{}", std::process::id());
+    // Nobody listens there: the cache has what `lab run` needs, so it is never asked.
+    let down = format!("oci://127.0.0.1:{}/{REPO}", free_port("127.0.0.1"));
+    let mut lab = Command::new(&bin)
+        .args(["run", "--", "sleep", "20"])
+        .env("LAB_CACHE_REMOTE", &down)
+        .env("LAB_CACHE_USER", "u")
+        .env("LAB_CACHE_PASSWORD", "s3cret-for-the-registry-only")
+        .env("LAB_PASSWORD_TEST_MARK", &marker)
+        .env_remove("LAB_CACHE_PUSH")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut qemu = None;
+    while qemu.is_none() && Instant::now() < deadline {
+        qemu = std::fs::read_dir("/proc").unwrap().flatten().find_map(|p| {
+            let environ = std::fs::read(p.path().join("environ")).ok()?;
+            let cmdline = std::fs::read(p.path().join("cmdline")).ok()?;
+            let environ = String::from_utf8_lossy(&environ).replace('\0', "\n");
+            let is_qemu = String::from_utf8_lossy(&cmdline).contains("qemu-system");
+            (is_qemu && environ.contains(&marker)).then_some(environ)
+        });
+        if lab.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = lab.kill();
+    let _ = lab.wait();
+    let environ = qemu.expect("no QEMU of this test's lab seen within 240 s");
+    assert!(
+        !environ.contains("LAB_CACHE_PASSWORD") && !environ.contains("s3cret"),
+        "the password reached QEMU:\n{environ}"
+    );
+}

@@ -28,6 +28,11 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    // Before any thread: the registry password stays in memory, out of every child's
+    // environment; `lab test`'s children are the suite's own labs.
+    if !matches!(cli.command, Cmd::Test { .. }) {
+        lab::cache::remote::keep_password_from_children();
+    }
     lab::process::watch_parent();
     lab::progress::install_for_stderr();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");

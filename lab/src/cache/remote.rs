@@ -85,6 +85,22 @@ pub(crate) enum Failure {
     Entry(anyhow::Error),
 }
 
+/// The registry password taken out of the environment by [`keep_password_from_children`].
+static PASSWORD: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Moves `LAB_CACHE_PASSWORD` out of this process's environment into memory, so no child
+/// (QEMU, `make` running a pulled or bisected tree's Kbuild, apt, git) inherits it; the
+/// remote still reads it. The lab binary calls it first thing, before any thread starts
+/// (removing a variable races with threads reading the environment), except for `lab test`,
+/// whose tests are the lab's own children and may need it.
+pub fn keep_password_from_children() {
+    let password = std::env::var(PASSWORD_ENV).ok();
+    if password.is_some() {
+        std::env::remove_var(PASSWORD_ENV);
+    }
+    let _ = PASSWORD.set(password);
+}
+
 impl Remote {
     /// The remote `LAB_CACHE_REMOTE` names, if set; a malformed value is an error naming it.
     pub(crate) fn from_env() -> Result<Option<Remote>> {
@@ -92,7 +108,10 @@ impl Remote {
             return Ok(None);
         };
         let user = std::env::var(USER_ENV).ok().filter(|v| !v.is_empty());
-        let password = std::env::var(PASSWORD_ENV).ok();
+        let password = match PASSWORD.get() {
+            Some(kept) => kept.clone(),
+            None => std::env::var(PASSWORD_ENV).ok(),
+        };
         let ca = match std::env::var_os(CA_ENV).filter(|v| !v.is_empty()) {
             Some(path) => {
                 let path = std::path::PathBuf::from(path);
