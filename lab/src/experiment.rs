@@ -133,9 +133,8 @@ pub trait Scenario {
     fn plan(&self, params: &Self::Params, topology: &Topology) -> Result<BootPlan>;
     /// Measures one booted guest.
     async fn measure(&self, params: &Self::Params, boot: &Boot<'_>) -> Result<Measurement>;
-    /// The most boots per variant its adaptive runs take unless told otherwise, where the
-    /// lab's 10 are too few for its spread (None: 10). Raised, never lowered: below 10 it has
-    /// no effect, and a run still raises it to what SAME needs on the primaries.
+    /// The most boots per variant its adaptive runs take unless told, where the lab's 10 are too
+    /// few for its spread (None: 10); raised, never lowered, and still raised to SAME's need.
     fn max_repetitions(&self) -> Option<usize> {
         None
     }
@@ -251,10 +250,7 @@ impl<S: Scenario> Experiment<S> {
         Experiment {
             name: scenario.name().to_string(),
             variants: scenario.default_variants(),
-            repetitions: match scenario.max_repetitions() {
-                Some(cap) => Repetitions::default().reaching(cap),
-                None => Repetitions::default(),
-            },
+            repetitions: Repetitions::default().reaching(scenario.max_repetitions().unwrap_or(0)),
             repetitions_chosen: false,
             primaries: Vec::new(),
             extra_primaries: Vec::new(),

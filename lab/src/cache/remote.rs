@@ -14,7 +14,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::client::{Certificate, ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{OciDescriptor, OciImageManifest, OciManifest};
 use oci_client::secrets::RegistryAuth;
@@ -25,6 +25,12 @@ use super::artifact::{self, EntryConfig, FileRecord, LayerInfo, Packed};
 mod names;
 use names::parse_url;
 pub(crate) use names::{entry_name, tag_of};
+
+mod credentials;
+mod download;
+pub use credentials::keep_password_from_children;
+use credentials::read_certificates;
+use download::{blob_deadline, Capped};
 
 /// The variable naming the remote: `oci://HOST[:PORT]/REPO`.
 pub(crate) const REMOTE_ENV: &str = "LAB_CACHE_REMOTE";
@@ -85,22 +91,6 @@ pub(crate) enum Failure {
     Entry(anyhow::Error),
 }
 
-/// The registry password taken out of the environment by [`keep_password_from_children`].
-static PASSWORD: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-
-/// Moves `LAB_CACHE_PASSWORD` out of this process's environment into memory, so no child
-/// (QEMU, `make` running a pulled or bisected tree's Kbuild, apt, git) inherits it; the
-/// remote still reads it. The lab binary calls it first thing, before any thread starts
-/// (removing a variable races with threads reading the environment), except for `lab test`,
-/// whose tests are the lab's own children and may need it.
-pub fn keep_password_from_children() {
-    let password = std::env::var(PASSWORD_ENV).ok();
-    if password.is_some() {
-        std::env::remove_var(PASSWORD_ENV);
-    }
-    let _ = PASSWORD.set(password);
-}
-
 impl Remote {
     /// The remote `LAB_CACHE_REMOTE` names, if set; a malformed value is an error naming it.
     pub(crate) fn from_env() -> Result<Option<Remote>> {
@@ -108,10 +98,7 @@ impl Remote {
             return Ok(None);
         };
         let user = std::env::var(USER_ENV).ok().filter(|v| !v.is_empty());
-        let password = match PASSWORD.get() {
-            Some(kept) => kept.clone(),
-            None => std::env::var(PASSWORD_ENV).ok(),
-        };
+        let password = credentials::password();
         let ca = match std::env::var_os(CA_ENV).filter(|v| !v.is_empty()) {
             Some(path) => {
                 let path = std::path::PathBuf::from(path);
@@ -682,26 +669,6 @@ impl Failure {
     }
 }
 
-/// The certificates of PEM file `path` (at least one), for [`CA_ENV`].
-fn read_certificates(path: &Path) -> Result<Vec<Certificate>> {
-    use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::CertificateDer;
-    let certs = CertificateDer::pem_file_iter(path)
-        .with_context(|| format!("reading {}", path.display()))?
-        .map(|c| {
-            c.map(|der| Certificate {
-                encoding: CertificateEncoding::Der,
-                data: der.to_vec(),
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .with_context(|| format!("{}: not a PEM file of certificates", path.display()))?;
-    if certs.is_empty() {
-        bail!("{}: no PEM certificate in it", path.display());
-    }
-    Ok(certs)
-}
-
 /// An error and its sources on one line (reqwest's top level says only "error sending
 /// request"; the cause, "Connection refused", is below it).
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
@@ -819,85 +786,3 @@ where
 
 #[cfg(test)]
 mod tests;
-
-/// The longest a layer's whole download may take: a minute, plus a second per 256 KiB declared
-/// (a slow link's pace), so a registry that drips its bytes cannot hold the entry's lock for
-/// ever; the lab then builds instead.
-fn blob_deadline(declared: u64) -> Duration {
-    Duration::from_secs(60 + declared / (256 << 10))
-}
-
-/// A writer that refuses more bytes than a blob declared (`FileTooLarge`): a registry cannot fill
-/// the disk with a blob longer than its manifest says. By hand: a few lines no crate offers for
-/// `AsyncWrite`.
-struct Capped<W> {
-    inner: W,
-    left: u64,
-}
-
-impl<W: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Capped<W> {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        if buf.len() as u64 > self.left {
-            return std::task::Poll::Ready(Err(std::io::Error::new(
-                std::io::ErrorKind::FileTooLarge,
-                "more bytes than the blob declared",
-            )));
-        }
-        let written = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let std::task::Poll::Ready(Ok(n)) = &written {
-            self.left -= *n as u64;
-        }
-        written
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-#[cfg(test)]
-mod capped_tests {
-    use super::*;
-    use tokio::io::AsyncWriteExt;
-
-    #[test]
-    fn a_blob_longer_than_declared_is_refused_and_a_slow_one_has_a_deadline() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let mut fits = Capped {
-                inner: Vec::new(),
-                left: 4,
-            };
-            fits.write_all(b"abcd").await.unwrap();
-            assert_eq!(fits.inner, b"abcd");
-            let mut long = Capped {
-                inner: Vec::new(),
-                left: 4,
-            };
-            let e = long.write_all(b"abcde").await.unwrap_err();
-            assert_eq!(e.kind(), std::io::ErrorKind::FileTooLarge);
-            assert!(
-                long.inner.len() <= 4,
-                "nothing past the declared size is kept"
-            );
-        });
-        assert_eq!(blob_deadline(0), Duration::from_secs(60));
-        assert_eq!(blob_deadline(300 << 20), Duration::from_secs(60 + 1200));
-    }
-}

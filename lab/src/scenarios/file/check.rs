@@ -1,0 +1,500 @@
+//! A parsed scenario file checked into a [`ScenarioFile`]: every name it refers to defined,
+//! every metric's one source known, tables that go together together; an error names the
+//! file, the line and the field.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use super::format::{line_of, RawFile};
+use super::metrics::{self, FileMetric};
+use super::{cpus, Count, Expr, FileDevice, ScenarioFile, Traffic, Watch, Workload};
+use crate::error::bad_input;
+use crate::topology::Topology;
+use crate::variant::Variant;
+
+/// Turns a parsed file into a checked scenario.
+pub(super) struct Checker<'a> {
+    pub text: &'a str,
+    pub path: &'a Path,
+}
+
+impl Checker<'_> {
+    fn line(&self, span: Range<usize>) -> usize {
+        line_of(self.text, span)
+    }
+
+    fn err(&self, span: Range<usize>, field: &str, message: impl Into<String>) -> anyhow::Error {
+        bad_input(
+            self.path,
+            format!("line {}: {field}", self.line(span)),
+            message,
+        )
+    }
+
+    fn expr(&self, s: &toml::Spanned<String>) -> Expr {
+        Expr {
+            text: s.get_ref().clone(),
+            line: self.line(s.span()),
+        }
+    }
+
+    pub(super) fn file(&self, raw: RawFile) -> Result<ScenarioFile> {
+        let name = raw.name.get_ref().clone();
+        crate::names::check_name("the name", &name)
+            .map_err(|e| self.err(raw.name.span(), "name", format!("{e:#}")))?;
+        let topology = match &raw.topology {
+            Some(t) => {
+                Topology::by_name(t.get_ref())
+                    .map_err(|e| self.err(t.span(), "topology", e.to_string()))?;
+                t.get_ref().clone()
+            }
+            None => crate::host::DEFAULT_TOPOLOGY.to_string(),
+        };
+        let mut variants = Vec::new();
+        for v in raw.variants.get_ref() {
+            variants.push(
+                v.parse::<Variant>().map_err(|e| {
+                    self.err(raw.variants.span(), "variants", format!("{v:?}: {e:#}"))
+                })?,
+            );
+        }
+        if variants.len() < 2 {
+            return Err(self.err(
+                raw.variants.span(),
+                "variants",
+                "a comparison needs two or more, base first",
+            ));
+        }
+        let mut params = serde_json::Map::new();
+        for (k, v) in &raw.params {
+            if !matches!(
+                v.get_ref(),
+                toml::Value::String(_)
+                    | toml::Value::Integer(_)
+                    | toml::Value::Float(_)
+                    | toml::Value::Boolean(_)
+            ) {
+                return Err(self.err(
+                    v.span(),
+                    &format!("params.{k}"),
+                    "a string, number or boolean",
+                ));
+            }
+            params.insert(k.clone(), serde_json::to_value(v.get_ref())?);
+        }
+        let cpus: BTreeMap<String, Expr> = raw
+            .cpus
+            .iter()
+            .map(|(k, v)| (k.clone(), self.expr(v)))
+            .collect();
+        for (k, v) in &raw.cpus {
+            if params.contains_key(k) {
+                return Err(self.err(
+                    v.span(),
+                    &format!("cpus.{k}"),
+                    "a parameter has this name too",
+                ));
+            }
+            self.references(v, &format!("cpus.{k}"), &params, &cpus)?;
+        }
+        let (workload, dmatest) = self.workload(&raw, &params, &cpus)?;
+        if let Some(d) = dmatest {
+            params.insert("dmatest".into(), serde_json::to_value(d)?);
+        }
+        let devices = self.devices(&raw, &params, &cpus)?;
+        let watch = self.watch(&raw, &params, &cpus, devices.len())?;
+        let counts = self.counts(&raw, watch.is_some())?;
+        let traffic = self.traffic(&raw, devices.len())?;
+        let max_repetitions = self.max_repetitions(&raw)?;
+        let metrics = self.metrics(&raw, &params, &cpus, &watch, &workload)?;
+        for m in &raw.metrics {
+            if let Some(c) = &m.count {
+                if !counts.iter().any(|k| &k.name == c.get_ref()) {
+                    let field = format!("metric {:?}: count", m.name.get_ref());
+                    return Err(self.err(
+                        c.span(),
+                        &field,
+                        format!("no [[count]] is named {:?}", c.get_ref()),
+                    ));
+                }
+            }
+        }
+        if let Some(kb) = raw.trace_buffer_kb {
+            if !(64..=1 << 20).contains(&kb) {
+                return Err(bad_input(
+                    self.path,
+                    "trace_buffer_kb",
+                    format!("{kb}: 64 to 1048576 KiB"),
+                ));
+            }
+        }
+        Ok(ScenarioFile {
+            path: self.path.to_path_buf(),
+            name,
+            description: raw.description,
+            topology,
+            variants,
+            params: Value::Object(params),
+            cpus,
+            devices,
+            image: raw.guest.image,
+            cmdline: raw.guest.cmdline,
+            setup: raw.guest.setup,
+            settle: raw.guest.settle_s.map(Duration::from_secs_f64),
+            workload,
+            watch,
+            counts,
+            trace_buffer_kb: raw.trace_buffer_kb,
+            traffic,
+            max_repetitions,
+            metrics,
+        })
+    }
+
+    fn max_repetitions(&self, raw: &RawFile) -> Result<Option<usize>> {
+        let Some(n) = &raw.max_repetitions else {
+            return Ok(None);
+        };
+        if !(5..=200).contains(n.get_ref()) {
+            return Err(self.err(
+                n.span(),
+                "max_repetitions",
+                format!("{}: 5 to 200 boots per variant", n.get_ref()),
+            ));
+        }
+        Ok(Some(*n.get_ref()))
+    }
+
+    fn traffic(&self, raw: &RawFile, devices: usize) -> Result<Option<Traffic>> {
+        let Some(t) = &raw.traffic else {
+            return Ok(None);
+        };
+        let bad = |field: &str, m: String| bad_input(self.path, format!("traffic.{field}"), m);
+        if t.device >= devices {
+            return Err(bad(
+                "device",
+                format!(
+                    "device {}: the file has {devices} [[device]] tables",
+                    t.device
+                ),
+            ));
+        }
+        if t.payload == 0 || t.payload > 1472 {
+            return Err(bad(
+                "payload",
+                format!("{} bytes: 1 to 1472 fit one frame", t.payload),
+            ));
+        }
+        if !(t.rate.is_finite() && t.rate > 0.0 && t.rate <= 1e6) {
+            return Err(bad(
+                "rate",
+                format!("{}: datagrams per second, above 0 and at most 1e6", t.rate),
+            ));
+        }
+        if t.count == 0 {
+            return Err(bad("count", "at least 1 datagram".into()));
+        }
+        if let Some(after) = &t.after {
+            if !after.starts_with('/') || after.contains(['\'', '\n']) {
+                return Err(bad(
+                    "after",
+                    format!("{after:?}: an absolute guest path without quotes"),
+                ));
+            }
+        }
+        Ok(Some(Traffic {
+            device: t.device,
+            flow: crate::devices::nic::UdpFlow {
+                port: t.port,
+                payload: t.payload,
+                rate: t.rate,
+                count: t.count,
+            },
+            after: t.after.clone(),
+        }))
+    }
+
+    fn counts(&self, raw: &RawFile, watching: bool) -> Result<Vec<Count>> {
+        let mut out: Vec<Count> = Vec::new();
+        for c in &raw.counts {
+            let field = format!("count {:?}", c.name.get_ref());
+            if watching {
+                return Err(self.err(
+                    c.name.span(),
+                    &field,
+                    "a [[count]] beside a [watch]: the guest has one trace, give one or the other",
+                ));
+            }
+            let event = c.event.get_ref();
+            let well_formed = event.split_once('/').is_some_and(|(sub, name)| {
+                let word = |w: &str| {
+                    !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                };
+                word(sub) && word(name)
+            });
+            if !well_formed {
+                return Err(self.err(
+                    c.event.span(),
+                    &format!("{field}: event"),
+                    format!("{event:?}: subsystem/event, as sched/sched_switch"),
+                ));
+            }
+            if out
+                .iter()
+                .any(|o| o.name == *c.name.get_ref() || o.event == *event)
+            {
+                return Err(self.err(
+                    c.name.span(),
+                    &field,
+                    "a second [[count]] of this name or event (tracefs has one filter per event)",
+                ));
+            }
+            if c.filter.contains(['\n', '\'']) {
+                return Err(self.err(
+                    c.name.span(),
+                    &format!("{field}: filter"),
+                    "a filter is one line without single quotes",
+                ));
+            }
+            out.push(Count {
+                name: c.name.get_ref().clone(),
+                event: event.clone(),
+                filter: c.filter.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every CPU name `s` refers to is defined.
+    fn references(
+        &self,
+        s: &toml::Spanned<String>,
+        field: &str,
+        params: &serde_json::Map<String, Value>,
+        cpus: &BTreeMap<String, Expr>,
+    ) -> Result<()> {
+        for name in cpus::referenced_cpus(s.get_ref(), params) {
+            if !cpus.contains_key(&name) {
+                let known: Vec<&String> = cpus.keys().chain(params.keys()).collect();
+                return Err(self.err(
+                    s.span(),
+                    field,
+                    format!("{name:?} is neither a named CPU nor a parameter (names: {known:?})"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn workload(
+        &self,
+        raw: &RawFile,
+        params: &serde_json::Map<String, Value>,
+        cpus: &BTreeMap<String, Expr>,
+    ) -> Result<(Workload, Option<crate::workload::Dmatest>)> {
+        let optional = |s: &Option<toml::Spanned<String>>, field: &str| -> Result<Option<Expr>> {
+            match s {
+                Some(s) => {
+                    self.references(s, field, params, cpus)?;
+                    Ok(Some(self.expr(s)))
+                }
+                None => Ok(None),
+            }
+        };
+        match (&raw.dmatest, &raw.command) {
+            (Some(d), None) => {
+                let parameters = d
+                    .parameters()
+                    .map_err(|e| bad_input(self.path, "dmatest", e))?;
+                let workload = Workload::Dmatest {
+                    start_cpu: optional(&d.start_cpu, "dmatest.start_cpu")?,
+                    control_cpu: optional(&d.control_cpu, "dmatest.control_cpu")?,
+                };
+                Ok((workload, Some(parameters)))
+            }
+            (None, Some(c)) => Ok((
+                Workload::Command {
+                    run: c.run.clone(),
+                    pin: optional(&c.pin, "command.pin")?,
+                    control_cpu: optional(&c.control_cpu, "command.control_cpu")?,
+                    timeout: Duration::from_secs(c.timeout_s.unwrap_or(600)),
+                },
+                None,
+            )),
+            (None, None) => Err(bad_input(
+                self.path,
+                "workload",
+                "no workload: give a [command] or a [dmatest] table",
+            )),
+            (Some(_), Some(_)) => Err(bad_input(
+                self.path,
+                "workload",
+                "one workload: [command] or [dmatest], not both",
+            )),
+        }
+    }
+
+    fn devices(
+        &self,
+        raw: &RawFile,
+        params: &serde_json::Map<String, Value>,
+        cpus: &BTreeMap<String, Expr>,
+    ) -> Result<Vec<FileDevice>> {
+        let mut out = Vec::new();
+        for (index, d) in raw.devices.iter().enumerate() {
+            let mut pins = Vec::new();
+            for (vector, set) in &d.pin {
+                let field = format!("device[{index}].pin.{vector}");
+                let v: usize = vector.parse().map_err(|_| {
+                    self.err(
+                        set.span(),
+                        &field,
+                        format!("{vector:?} is not a vector index (0, 1, ...)"),
+                    )
+                })?;
+                self.references(set, &field, params, cpus)?;
+                pins.push((v, self.expr(set)));
+            }
+            out.push(FileDevice {
+                kind: self.expr(&d.kind),
+                channels: d.channels.unwrap_or(1),
+                queues: d.queues.unwrap_or(2),
+                pins,
+            });
+        }
+        Ok(out)
+    }
+
+    fn watch(
+        &self,
+        raw: &RawFile,
+        params: &serde_json::Map<String, Value>,
+        cpus: &BTreeMap<String, Expr>,
+        devices: usize,
+    ) -> Result<Option<Watch>> {
+        let Some(w) = &raw.watch else {
+            return Ok(None);
+        };
+        if w.task.is_empty() || w.task.contains(['"', '\\', '\n']) {
+            return Err(bad_input(
+                self.path,
+                "watch.task",
+                format!("{:?} is not a command-name prefix", w.task),
+            ));
+        }
+        let irq = match &w.irq {
+            Some(s) => Some(self.irq(s, devices)?),
+            None => None,
+        };
+        let started_on = match &w.started_on {
+            Some(s) => {
+                self.references(s, "watch.started_on", params, cpus)?;
+                Some(self.expr(s))
+            }
+            None => None,
+        };
+        for mark in &w.marks {
+            if !cpus.contains_key(mark) {
+                return Err(bad_input(
+                    self.path,
+                    "watch.marks",
+                    format!("{mark:?} is not a named CPU"),
+                ));
+            }
+        }
+        Ok(Some(Watch {
+            task: w.task.clone(),
+            irq,
+            started_on,
+            marks: w.marks.clone(),
+        }))
+    }
+
+    /// `device N` or `device N vector V`.
+    fn irq(&self, s: &toml::Spanned<String>, devices: usize) -> Result<(usize, usize)> {
+        let words: Vec<&str> = s.get_ref().split_whitespace().collect();
+        let bad = |m: String| self.err(s.span(), "watch.irq", m);
+        let (device, vector) = match words.as_slice() {
+            ["device", d] => (d.parse().ok(), Some(0)),
+            ["device", d, "vector", v] => (d.parse().ok(), v.parse().ok()),
+            _ => (None, None),
+        };
+        match (device, vector) {
+            (Some(d), Some(v)) if d < devices => Ok((d, v)),
+            (Some(d), Some(_)) => Err(bad(format!(
+                "device {d}: the file has {devices} [[device]] tables"
+            ))),
+            _ => Err(bad(format!(
+                "{:?}: `device N` or `device N vector V`",
+                s.get_ref()
+            ))),
+        }
+    }
+
+    fn metrics(
+        &self,
+        raw: &RawFile,
+        params: &serde_json::Map<String, Value>,
+        cpus: &BTreeMap<String, Expr>,
+        watch: &Option<Watch>,
+        workload: &Workload,
+    ) -> Result<Vec<FileMetric>> {
+        let mut out: Vec<FileMetric> = Vec::new();
+        for m in &raw.metrics {
+            let line = self.line(m.name.span());
+            let mut metric = metrics::check(m)
+                .map_err(|(field, e)| bad_input(self.path, format!("line {line}: {field}"), e))?;
+            metric.line = line;
+            let field = format!("metric {:?}", m.name.get_ref());
+            if out.iter().any(|o| o.def.name == metric.def.name) {
+                return Err(self.err(m.name.span(), &field, "a second metric of this name"));
+            }
+            for set in [&m.switch_ins_on, &m.runtime_on, &m.wakeups_on, &m.irqs_on]
+                .into_iter()
+                .flatten()
+            {
+                self.references(set, &field, params, cpus)?;
+            }
+            let needs_watch = m.switch_ins_on.is_some()
+                || m.runtime_on.is_some()
+                || m.wakeups_on.is_some()
+                || m.placement.is_some()
+                || m.landed.is_some();
+            if needs_watch && watch.is_none() {
+                return Err(self.err(
+                    m.name.span(),
+                    &field,
+                    "a placement metric needs a [watch] table naming the task",
+                ));
+            }
+            if m.irqs_on.is_some() && watch.as_ref().and_then(|w| w.irq).is_none() {
+                return Err(self.err(
+                    m.name.span(),
+                    &field,
+                    "irqs_on needs [watch] irq = \"device N\"",
+                ));
+            }
+            if m.workload.is_some() && !matches!(workload, Workload::Dmatest { .. }) {
+                return Err(self.err(
+                    m.name.span(),
+                    &field,
+                    "workload figures come from a [dmatest] workload",
+                ));
+            }
+            out.push(metric);
+        }
+        if !out.iter().any(|m| m.def.primary) {
+            return Err(bad_input(
+                self.path,
+                "metric",
+                "no metric is `primary = true`: a comparison is decided on one",
+            ));
+        }
+        Ok(out)
+    }
+}
