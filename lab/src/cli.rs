@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -169,58 +169,7 @@ pub enum Cmd {
     /// the endpoints must be DIFFERENT; each probe boots interleaved with both and is classified
     /// by its verdicts against them; the culprit is verified against its parent with more boots.
     /// Prints the bisect log; the record and page go to results/bisect-NAME/.
-    Bisect {
-        /// A shipped scenario (`lab scenarios`).
-        #[arg(required_unless_present_any = ["resume", "file"])]
-        scenario: Option<String>,
-        /// Bisect on the scenario this file declares instead (docs/SCENARIO-FILES.md).
-        #[arg(long = "scenario", value_name = "FILE", conflicts_with = "scenario")]
-        file: Option<PathBuf>,
-        /// The good end: a variant (`v6.12`, settings and `@set=` allowed), or with --git-recipe a
-        /// git ref.
-        #[arg(long, required_unless_present = "resume")]
-        good: Option<String>,
-        /// The bad end: a variant whose recipe adds patches to the good one's, or with --series
-        /// omitted when the series says it all, or with --git-recipe a git ref.
-        #[arg(long)]
-        bad: Option<String>,
-        /// The changes as posted: an mbox of the series, or a directory of numbered patch files,
-        /// applied on the good kernel's recipe (bad is the good kernel with all of them).
-        #[arg(long, value_name = "FILE", conflicts_with = "git_recipe")]
-        series: Option<PathBuf>,
-        /// Bisect the first-parent commits between --good and --bad (git refs) in the tree of
-        /// this kernel recipe (one with a `git` source).
-        #[arg(long, value_name = "RECIPE")]
-        git_recipe: Option<String>,
-        /// Decide on METRIC with its smallest change that matters (`=20`, `=50%`; default: the
-        /// scenario's first primary metric with its own).
-        #[arg(long, value_name = "METRIC[=MAGNITUDE]", value_parser = parse_primary)]
-        metric: Option<(String, Option<lab::stats::Magnitude>)>,
-        /// A scenario parameter for every boot.
-        #[arg(long = "set", value_name = "PARAM=VALUE", value_parser = parse_set)]
-        set: Vec<(String, String)>,
-        /// Topology (default: the scenario's).
-        #[arg(long)]
-        topology: Option<String>,
-        /// A probe that does not boot (panic, WARNING, hang): skipped, or counted as bad (for
-        /// functional bisects: with `bad`, a bad end that does not boot makes a bisect of
-        /// booting, one boot per point, ending with the change that stops it).
-        #[arg(long, value_enum, default_value = "skip")]
-        boot_failure: lab::bisect::OnBootFailure,
-        /// The most boots per variant of a probe (default 10); a verification, a look at what is
-        /// left and a probe asked again take up to four times as many.
-        #[arg(long, value_name = "N")]
-        max_repetitions: Option<usize>,
-        /// Step i's boot order has seed SEED + i (recorded).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// The bisect's name: results go to results/bisect-NAME/ (default: the scenario's).
-        #[arg(long)]
-        name: Option<String>,
-        /// Continue the bisect in DIR after a kill: finished steps are read back, not repeated.
-        #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "file", "good", "bad", "series", "git_recipe"])]
-        resume: Option<PathBuf>,
-    },
+    Bisect(BisectArgs),
     /// The host devices the lab may pass through to guests (hosts/NAME.toml).
     Host {
         #[command(subcommand)]
@@ -616,4 +565,59 @@ pub enum LockCmd {
         /// Only these bundles; all when none are named.
         bundles: Vec<String>,
     },
+}
+
+/// `lab bisect`'s arguments.
+#[derive(Args)]
+pub struct BisectArgs {
+    /// A shipped scenario (`lab scenarios`).
+    #[arg(required_unless_present_any = ["resume", "file"])]
+    pub scenario: Option<String>,
+    /// Bisect on the scenario this file declares instead (docs/SCENARIO-FILES.md).
+    #[arg(long = "scenario", value_name = "FILE", conflicts_with = "scenario")]
+    pub file: Option<PathBuf>,
+    /// The good end: a variant (`v6.12`, settings and `@set=` allowed), or with --git-recipe a
+    /// git ref.
+    #[arg(long, required_unless_present = "resume")]
+    pub good: Option<String>,
+    /// The bad end: a variant whose recipe adds patches to the good one's, or with --series
+    /// omitted when the series says it all, or with --git-recipe a git ref.
+    #[arg(long)]
+    pub bad: Option<String>,
+    /// The changes as posted: an mbox of the series, or a directory of numbered patch files,
+    /// applied on the good kernel's recipe (bad is the good kernel with all of them).
+    #[arg(long, value_name = "FILE", conflicts_with = "git_recipe")]
+    pub series: Option<PathBuf>,
+    /// Bisect the first-parent commits between --good and --bad (git refs) in the tree of
+    /// this kernel recipe (one with a `git` source).
+    #[arg(long, value_name = "RECIPE")]
+    pub git_recipe: Option<String>,
+    /// Decide on METRIC with its smallest change that matters (`=20`, `=50%`; default: the
+    /// scenario's first primary metric with its own).
+    #[arg(long, value_name = "METRIC[=MAGNITUDE]", value_parser = parse_primary)]
+    pub metric: Option<(String, Option<lab::stats::Magnitude>)>,
+    /// A scenario parameter for every boot.
+    #[arg(long = "set", value_name = "PARAM=VALUE", value_parser = parse_set)]
+    pub set: Vec<(String, String)>,
+    /// Topology (default: the scenario's).
+    #[arg(long)]
+    pub topology: Option<String>,
+    /// A probe that does not boot (panic, WARNING, hang): skipped, or counted as bad (for
+    /// functional bisects: with `bad`, a bad end that does not boot makes a bisect of
+    /// booting, one boot per point, ending with the change that stops it).
+    #[arg(long, value_enum, default_value = "skip")]
+    pub boot_failure: lab::bisect::OnBootFailure,
+    /// The most boots per variant of a probe (default 10); a verification, a look at what is
+    /// left and a probe asked again take up to four times as many.
+    #[arg(long, value_name = "N")]
+    pub max_repetitions: Option<usize>,
+    /// Step i's boot order has seed SEED + i (recorded).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// The bisect's name: results go to results/bisect-NAME/ (default: the scenario's).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Continue the bisect in DIR after a kill: finished steps are read back, not repeated.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "file", "good", "bad", "series", "git_recipe"])]
+    pub resume: Option<PathBuf>,
 }

@@ -157,56 +157,7 @@ async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 lab::devices::passthrough::HostReport::this_host(host.as_deref())?
             ),
         },
-        Cmd::Bisect {
-            scenario,
-            file,
-            good,
-            bad,
-            series,
-            git_recipe,
-            metric,
-            set,
-            topology,
-            boot_failure,
-            max_repetitions,
-            seed,
-            name,
-            resume,
-        } => {
-            device_model::build()?;
-            let lab = lab::Lab::ready().await?;
-            let outcome = match resume {
-                Some(dir) => lab::bisect::resume(&lab, &dir).await?,
-                None => {
-                    let request = lab::bisect::Request::from_arguments(
-                        scenario.unwrap_or_default(),
-                        good.unwrap_or_default(),
-                        bad,
-                        series,
-                        git_recipe,
-                    )?;
-                    let request = lab::bisect::Request {
-                        file,
-                        metric,
-                        set: set.into_iter().collect(),
-                        topology,
-                        on_boot_failure: boot_failure,
-                        max_repetitions,
-                        seed,
-                        name,
-                        ..request
-                    };
-                    lab::bisect::run(&lab, request).await?
-                }
-            };
-            print!("{}", outcome.log);
-            eprintln!(
-                "lab: bisect record {}\nlab: report {}",
-                lab::bisect::BisectRecord::path(&outcome.dir).display(),
-                outcome.html.display()
-            );
-            return Ok(outcome.exit_code());
-        }
+        Cmd::Bisect(args) => return bisect(args).await,
         Cmd::Report {
             command: Some(command),
             ..
@@ -320,6 +271,59 @@ async fn compare(request: &mut lab::scenarios::Request, exit_code: bool) -> Resu
     }
     let code = outcome.comparison().bisect_exit_code();
     Ok(if exit_code { code } else { 0 })
+}
+
+/// `lab bisect`: a new bisect or `--resume`; its log printed, its exit code.
+async fn bisect(args: cli::BisectArgs) -> Result<i32> {
+    let cli::BisectArgs {
+        scenario,
+        file,
+        good,
+        bad,
+        series,
+        git_recipe,
+        metric,
+        set,
+        topology,
+        boot_failure,
+        max_repetitions,
+        seed,
+        name,
+        resume,
+    } = args;
+    device_model::build()?;
+    let lab = lab::Lab::ready().await?;
+    let outcome = match resume {
+        Some(dir) => lab::bisect::resume(&lab, &dir).await?,
+        None => {
+            let request = lab::bisect::Request::from_arguments(
+                scenario.unwrap_or_default(),
+                good.unwrap_or_default(),
+                bad,
+                series,
+                git_recipe,
+            )?;
+            let request = lab::bisect::Request {
+                file,
+                metric,
+                set: set.into_iter().collect(),
+                topology,
+                on_boot_failure: boot_failure,
+                max_repetitions,
+                seed,
+                name,
+                ..request
+            };
+            lab::bisect::run(&lab, request).await?
+        }
+    };
+    print!("{}", outcome.log);
+    eprintln!(
+        "lab: bisect record {}\nlab: report {}",
+        lab::bisect::BisectRecord::path(&outcome.dir).display(),
+        outcome.html.display()
+    );
+    Ok(outcome.exit_code())
 }
 
 /// `lab bench [SUBCOMMAND]`: measured in the library, printed here.
