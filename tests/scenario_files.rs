@@ -114,3 +114,38 @@ async fn the_nic_walkthrough_decides_and_attributes() {
     let html = std::fs::read_to_string(outcome.html_path.as_ref().unwrap()).unwrap();
     assert!(html.contains("Which wakeups moved the task"));
 }
+
+/// A file whose workload names a program the guest lacks fails its first boot with an error
+/// naming the file's `[command]` and the shell's "not found" (issue X2's errors that teach).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_program_fails_naming_the_file_and_the_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("missing.toml");
+    std::fs::write(
+        &path,
+        "name = \"missing-program\"\ndescription = \"a program the image lacks\"\n\
+         variants = [\"v6.12\", \"v6.12+wake-affine-idle-revert\"]\n\
+         [command]\nrun = \"no-such-program --flag\"\n\
+         [[metric]]\nname = \"x\"\noutput = 'x=([0-9]+)'\nprimary = true\nmagnitude = 1\n",
+    )
+    .unwrap();
+    let file = ScenarioFile::read(&path).unwrap();
+    let lab = common::lab().await;
+    let results = tempfile::tempdir().unwrap();
+    let err = Experiment::new(file)
+        .named("missing-program")
+        .repetitions(1)
+        .results_root(results.path())
+        .run(&lab)
+        .await
+        .unwrap_err();
+    let err = format!("{err:#}");
+    assert!(
+        err.contains(&format!("the [command] of {}", path.display())),
+        "the file is named: {err}"
+    );
+    assert!(
+        err.contains("no-such-program") && err.contains("not found"),
+        "{err}"
+    );
+}
