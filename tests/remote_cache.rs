@@ -924,34 +924,16 @@ fn a_registry_cannot_write_outside_the_cache() {
             layer["name"] = "../../../escape-name".into();
         }
     });
-    let second = cache_sharing_all_but(&["images"]);
-    let env = [
-        ("LAB_CACHE_REMOTE", url.as_str()),
-        ("LAB_CACHE_DIR", second.path().to_str().unwrap()),
-    ];
-    let run = lab_cmd(&bin, &env, &["run", "--", "true"]);
-    let out = text(&run);
-    assert!(run.status.success(), "{out}");
+    let (cache, out) = run_on_fresh_images(&bin, &url);
     assert!(out.contains(&format!("pulled {entry} from {url}")), "{out}");
-    let scratch_parent = second.path().parent().unwrap();
-    assert_eq!(
-        named_under(scratch_parent, "escape-"),
-        Vec::<PathBuf>::new()
-    );
+    assert_nothing_escaped(&cache);
 
     // A file list that climbs out: refused, named, built here instead.
     rewrite_entry(&registry, &tag, "files", 0, |config| {
         let files = config["layers"][0]["files"].as_array_mut().unwrap();
         files[0]["path"] = "../../escape-file".into();
     });
-    let third = cache_sharing_all_but(&["images"]);
-    let env = [
-        ("LAB_CACHE_REMOTE", url.as_str()),
-        ("LAB_CACHE_DIR", third.path().to_str().unwrap()),
-    ];
-    let run = lab_cmd(&bin, &env, &["run", "--", "true"]);
-    let out = text(&run);
-    assert!(run.status.success(), "{out}");
+    let (cache, out) = run_on_fresh_images(&bin, &url);
     assert!(
         out.contains("../../escape-file") && out.contains("refused"),
         "the refusal names the path:\n{out}"
@@ -960,11 +942,45 @@ fn a_registry_cannot_write_outside_the_cache() {
         out.contains(&format!("building {entry} here instead")),
         "{out}"
     );
-    assert_eq!(only_entry(&third.path().join("images")), key);
-    assert_eq!(
-        named_under(scratch_parent, "escape-"),
-        Vec::<PathBuf>::new()
+    assert_eq!(only_entry(&cache.path().join("images")), key);
+    assert_nothing_escaped(&cache);
+
+    // A layer longer than its manifest declares: refused once past the declared size (a
+    // registry cannot fill the disk), built here instead.
+    rewrite_entry(&registry, &tag, "files", 4096, |_| {});
+    let (cache, out) = run_on_fresh_images(&bin, &url);
+    assert!(
+        out.contains("more than its declared") && out.contains("refused"),
+        "{out}"
     );
+    assert!(
+        out.contains(&format!("building {entry} here instead")),
+        "{out}"
+    );
+    assert_eq!(only_entry(&cache.path().join("images")), key);
+}
+
+/// `lab run -- true` on a cache whose images start empty, pulling from `url`: the cache and the
+/// run's output (the run must succeed, by a pull or a build).
+fn run_on_fresh_images(bin: &Path, url: &str) -> (tempfile::TempDir, String) {
+    let cache = cache_sharing_all_but(&["images"]);
+    let env = [
+        ("LAB_CACHE_REMOTE", url),
+        ("LAB_CACHE_DIR", cache.path().to_str().unwrap()),
+    ];
+    let run = lab_cmd(bin, &env, &["run", "--", "true"]);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    (cache, out)
+}
+
+/// No `escape-*` file in `cache` or beside it (where a climbing name would land).
+fn assert_nothing_escaped(cache: &tempfile::TempDir) {
+    assert_eq!(named_under(cache.path(), "escape-"), Vec::<PathBuf>::new());
+    let beside = cache.path().parent().unwrap();
+    for name in ["escape-name", "escape-title", "escape-file"] {
+        assert!(!beside.join(name).exists(), "{name} beside the cache");
+    }
 }
 
 /// The registry password reaches no child of the lab (issue W2): QEMU's environment, read from

@@ -236,7 +236,7 @@ impl ScenarioFile {
         topology: &Topology,
         index: usize,
     ) -> Result<DeviceSpec> {
-        let kind = cpus_word(&d.kind.text, names.params);
+        let kind = cpus::word(&d.kind.text, names.params);
         let mut spec = match kind.as_str() {
             "ioat" => DeviceSpec::ioat(d.channels),
             "ptdma" => DeviceSpec::ptdma(),
@@ -255,15 +255,6 @@ impl ScenarioFile {
             spec = spec.irq_on_cpus(*vector, &self.set_of(expr, &field, names, topology)?);
         }
         Ok(spec)
-    }
-}
-
-/// A word that names a parameter stands for its value.
-fn cpus_word(word: &str, params: &serde_json::Map<String, Value>) -> String {
-    match params.get(word) {
-        Some(Value::String(s)) => s.clone(),
-        Some(v) => v.to_string(),
-        None => word.to_string(),
     }
 }
 
@@ -328,7 +319,7 @@ impl Scenario for ScenarioFile {
             devices.push(self.device(d, &names, topology, index)?);
         }
         if let Some(t) = &self.traffic {
-            let kind = cpus_word(&self.devices[t.device].kind.text, names.params);
+            let kind = cpus::word(&self.devices[t.device].kind.text, names.params);
             if kind != "nic" {
                 return Err(bad_input(
                     &self.path,

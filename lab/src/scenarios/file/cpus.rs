@@ -35,13 +35,16 @@ const SETS: [&str; 3] = ["llc", "node", "cpus"];
 
 /// The words of `text` with parameters replaced by their values.
 fn words(text: &str, params: &serde_json::Map<String, Value>) -> Vec<String> {
-    text.split_whitespace()
-        .map(|w| match params.get(w) {
-            Some(Value::String(s)) => s.clone(),
-            Some(v) => v.to_string(),
-            None => w.to_string(),
-        })
-        .collect()
+    text.split_whitespace().map(|w| word(w, params)).collect()
+}
+
+/// `w`, or the value of the parameter it names (strings without their quotes).
+pub(super) fn word(w: &str, params: &serde_json::Map<String, Value>) -> String {
+    match params.get(w) {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => w.to_string(),
+    }
 }
 
 /// The names `text` refers to that are neither parameters, numbers nor keywords: CPU names,

@@ -81,7 +81,7 @@ impl ScenarioFile {
             .params
             .iter()
             .filter(|(_, v)| !v.is_object())
-            .map(|(k, _)| (k.clone(), super::cpus_word(k, names.params)));
+            .map(|(k, _)| (k.clone(), super::cpus::word(k, names.params)));
         let cpus = names
             .cpus
             .iter()
@@ -220,7 +220,7 @@ async fn bring_up_nics(
 ) -> Result<BTreeMap<usize, String>> {
     let mut out = BTreeMap::new();
     for (index, d) in file.devices.iter().enumerate() {
-        if super::cpus_word(&d.kind.text, names.params) != "nic" {
+        if super::cpus::word(&d.kind.text, names.params) != "nic" {
             continue;
         }
         let bound = boot
