@@ -383,8 +383,9 @@ fn bisect_of_kernels_that_do_not_differ_says_nothing_to_bisect() {
         panic!("not 'nothing to bisect':\n{}", record.log());
     };
     assert_ne!(verdict.decision, lab::stats::Decision::Different);
-    // Only the endpoints ran: no probe, no verification. The endpoints may be asked again
-    // when the first cap leaves them UNKNOWN (docs/MEASUREMENTS.md, "Bisects"): both kernels put the thread on
+    // Only the endpoints ran, once: no probe, no verification. Since 2026-12-07 a step is never
+    // asked again; it runs to the cap (60 a side) while UNKNOWN. Before, the endpoints were
+    // asked again when the first cap left them UNKNOWN (docs/MEASUREMENTS.md, "Bisects"): both kernels put the thread on
     // the IRQ CPU now and then (the balancer's doing), and such boots can keep the interval
     // wide at 10 a side. At 1000 copies a boot that happened in the run of 2026-12-06 (UNKNOWN
     // at 10 a side, p=0.660, then SAME at 9 in a second step), which this test failed while it

@@ -13,9 +13,10 @@
 //!    three) until a change is shown against each or SAME, and is classified by the direction
 //!    of its verdicts (`search::classify`); the next probe is chosen by `search::next`. A probe
 //!    that does not build (or boot, unless `--boot-failure bad`) is skipped, its log kept, and
-//!    the answer may become a range; one that shows nothing either way is probed again with
-//!    twice the boots.
-//! 3. The found point against its parent, with up to twice the boots, must show a change toward
+//!    the answer may become a range, as does one that shows nothing either way at the cap.
+//!    Every step is planned to the cap (`--max-repetitions`, default 60 a side) from its first
+//!    boot and asked once: it stops as soon as its verdicts settle.
+//! 3. The found point against its parent, from 7 boots a side, must show a change toward
 //!    bad: then it is a culprit, with its share of the good-to-bad shift and that share's
 //!    interval; else an unverified candidate, and the culprits already found are kept.
 //! 4. While a change toward bad is left after the last point found (its probe against bad, or a

@@ -607,8 +607,8 @@ pub struct BisectArgs {
     /// booting, one boot per point, ending with the change that stops it).
     #[arg(long, value_enum, default_value = "skip")]
     pub boot_failure: lab::bisect::OnBootFailure,
-    /// The most boots per variant of a probe (default 10); a verification, a look at what is
-    /// left and a probe asked again take up to four times as many.
+    /// The most boots per variant of any step (default 60): each step's error is split over
+    /// looks up to it from its first boot, and a step stops as soon as its verdicts settle.
     #[arg(long, value_name = "N")]
     pub max_repetitions: Option<usize>,
     /// Step i's boot order has seed SEED + i (recorded).

@@ -48,7 +48,7 @@ enum Effect {
     S1,
 }
 
-const SERIES: [Series; 7] = [
+const SERIES: [Series; 9] = [
     Series {
         name: "S1-like, culprit 4 of 6",
         changes: &[
@@ -153,7 +153,36 @@ const SERIES: [Series; 7] = [
         on_boot_failure: OnBootFailure::Skip,
         modes: true,
     },
+    // Six changes, none of which moves the metric: "nothing to bisect" (or no culprit) is the
+    // answer; any culprit named is wrong.
+    Series {
+        name: SAME_CODE,
+        changes: &[Effect::None; 6],
+        must: &[],
+        no_boot: &[],
+        on_boot_failure: OnBootFailure::Skip,
+        modes: false,
+    },
+    // A longer series: more probes, each one more chance to go astray.
+    Series {
+        name: "a longer series: +1.5m at 11 of 16",
+        changes: &LONGER,
+        must: &[11],
+        no_boot: &[],
+        on_boot_failure: OnBootFailure::Skip,
+        modes: false,
+    },
 ];
+
+/// The same-code series' name.
+const SAME_CODE: &str = "same code: six changes, none moves the metric";
+
+/// Sixteen changes, the eleventh +1.5 magnitudes.
+const LONGER: [Effect; 16] = {
+    let mut changes = [Effect::None; 16];
+    changes[10] = Effect::Magnitudes(1.5);
+    changes
+};
 
 impl Series {
     fn n(&self) -> usize {
@@ -411,7 +440,7 @@ pub fn bisects(runs: usize, seed: u64) -> Result<BisectBench> {
     })
 }
 
-/// One simulated bisect of `series` as `lab bisect` runs it (a probe's cap of 10 boots a side):
+/// One simulated bisect of `series` as `lab bisect` runs it (every step's cap the default):
 /// its answer, its boots and the run's host.
 fn bisect_once(series: &Series, rng: &mut shapes::Rng) -> Result<(Answer, usize, SeriesHost)> {
     let host = SeriesHost::new(series, rng);
@@ -424,7 +453,7 @@ fn bisect_once(series: &Series, rng: &mut shapes::Rng) -> Result<(Answer, usize,
     };
     let limits = Limits {
         n: series.n(),
-        cap: 10,
+        cap: search::DEFAULT_CAP,
         on_boot_failure: series.on_boot_failure,
     };
     let answer = futures::executor::block_on(search::search(&mut sim, &limits))?;
@@ -480,11 +509,13 @@ impl BisectBench {
         let _ = writeln!(
             out,
             "lab bench bisect: {} simulated bisects a series, seed {}, each the lab's own search \
-             and step schedules (probes up to 10 boots a side, verifications, looks at what is \
-             left and probes asked again up to 40); m = 20 points; S1-like boots as `lab bench verdicts`' S1-like, \
+             and step schedules (every step up to {} boots a side, its error split over its looks \
+             from the first boot); m = 20 points; S1-like boots as `lab bench verdicts`' S1-like, \
              the others normal around 50 with S1's spread (10-20 points, per run) but the mode \
              culprit's, at 0 or 100 (a share)\n",
-            self.runs, self.seed
+            self.runs,
+            self.seed,
+            search::DEFAULT_CAP
         );
         let _ = writeln!(
             out,
@@ -496,10 +527,18 @@ impl BisectBench {
                 out,
                 "{:<52} {:>7} {:>8} {:>9} {:>9} {:>6.1} {:>8}",
                 s.name,
-                pct(rate(t.found, t.runs)),
+                if s.must.is_empty() {
+                    "-".to_string()
+                } else {
+                    pct(rate(t.found, t.runs))
+                },
                 pct(rate(t.wrong, t.runs)),
                 pct(rate(t.no_answer, t.runs)),
-                pct(rate(t.all_named, t.runs)),
+                if s.toward_bad().is_empty() {
+                    "-".to_string()
+                } else {
+                    pct(rate(t.all_named, t.runs))
+                },
                 rate(t.boots, t.runs),
                 pct(rate(t.shares_covered, t.shares_checked)),
             );
@@ -515,22 +554,29 @@ impl BisectBench {
         let no_answer = self
             .rows
             .iter()
+            // A change to find (the mode culprit's target is its own: found >= 80%).
+            .filter(|(s, _)| !s.modes && !s.must.is_empty())
             .map(|(_, t)| rate(t.no_answer, t.runs))
             .fold(0.0, f64::max);
         let opposite_named = row(3).wrong;
-        let modes_found = rate(row(6).found, row(6).runs);
+        let modes_found = self
+            .rows
+            .iter()
+            .find(|(s, _)| s.modes)
+            .map_or(f64::NAN, |(_, t)| rate(t.found, t.runs));
         let met = |ok: bool| if ok { "met" } else { "MISSED" };
         let _ = writeln!(
             out,
             "\nfound: every change of the magnitude or more toward bad named and verified; wrong: \
              exit 0 with a culprit that does not move the metric toward bad (the opposite change \
              included); no answer: no culprit verified; all named: every change toward bad named; \
-             boots: per bisect; share in: culprits' share intervals holding the true share"
+             boots: per bisect; share in: culprits' share intervals holding the true share; same \
+             code: no answer is the right one"
         );
         let _ = writeln!(
             out,
             "targets: S1-like found >= 99% ({}); wrong culprit <= 0.5% ({}); both of two culprits \
-             >= 80% ({}); no answer <= 5% ({}); the opposite change never a culprit ({} times); \
+             >= 80% ({}); no answer where a change must be found <= 5% ({}); the opposite change never a culprit ({} times); \
              the mode culprit found >= 80% ({})",
             met(s1_found >= 0.99),
             met(wrong <= 0.005),
@@ -673,7 +719,7 @@ mod resume_tests {
     fn a_killed_bisect_resumes_from_its_record_and_steps_around_a_broken_build() {
         let limits = Limits {
             n: SERIES[0].n(),
-            cap: 10,
+            cap: search::DEFAULT_CAP,
             on_boot_failure: OnBootFailure::Skip,
         };
         for seed in 0..20 {
@@ -735,7 +781,7 @@ mod resume_tests {
         };
         let limits = Limits {
             n: 3,
-            cap: 10,
+            cap: search::DEFAULT_CAP,
             on_boot_failure: OnBootFailure::Skip,
         };
         let answer = futures::executor::block_on(search::search(&mut sim, &limits)).unwrap();

@@ -87,6 +87,12 @@ pub(crate) enum Shape {
     /// deviation of 10-20 points, clipped to 0-100; a change shifts it; S1's change is the
     /// revert's boots, around 85% (standard deviation 10).
     S1Like,
+    /// S1-like with a share `moved` of the boots that are not the revert's landing where the
+    /// revert's do (the balancer moves the thread now and then, in either kernel).
+    S1Moved { moved: f64 },
+    /// Normal boots half a magnitude wide in the base; a variant's are `factor` times as wide
+    /// around the same centre (shifted by its change): a change of spread alone, no direction.
+    Spread { factor: f64 },
 }
 
 /// Per-run parameters of a shape (the host a run lands on).
@@ -115,7 +121,7 @@ const REVERT_SPREAD: f64 = 10.0;
 
 impl Shape {
     /// Every shape the verdicts' table covers.
-    pub(crate) const ALL: [Shape; 15] = [
+    pub(crate) const ALL: [Shape; 20] = [
         Shape::Normal { spread: 0.5 },
         Shape::Normal { spread: 1.0 },
         Shape::Normal { spread: 2.0 },
@@ -127,10 +133,15 @@ impl Shape {
         Shape::Sixths,
         Shape::Modes,
         Shape::S1Like,
+        Shape::S1Moved { moved: 0.05 },
+        Shape::S1Moved { moved: 0.14 },
         Shape::S3Like,
         Shape::S5Like,
         Shape::LognormalJumps { factor: 16.0 },
         Shape::LognormalJumps { factor: 8.5 },
+        Shape::Spread { factor: 3.0 },
+        Shape::Spread { factor: 5.0 },
+        Shape::Spread { factor: 10.0 },
     ];
 
     /// Whether the verdicts' targets hold on this shape: every shape but the unbounded times
@@ -153,6 +164,8 @@ impl Shape {
             Shape::LognormalJumps { factor } => format!("lognormal x{factor}"),
             Shape::Sixths => "sixths".to_string(),
             Shape::S1Like => "S1-like".to_string(),
+            Shape::S1Moved { moved } => format!("S1, {:.0}% moved", 100.0 * moved),
+            Shape::Spread { factor } => format!("spread x{factor}"),
         }
     }
 
@@ -160,7 +173,7 @@ impl Shape {
     /// points for shares (S3's 10, S5's 5), half the base's mean for the lognormal times.
     pub(crate) fn magnitude(self) -> f64 {
         match self {
-            Shape::Normal { .. } | Shape::HeavyTailed => 1.0,
+            Shape::Normal { .. } | Shape::HeavyTailed | Shape::Spread { .. } => 1.0,
             Shape::RareJumps { magnitude } => magnitude,
             Shape::S3Like => 10.0,
             Shape::S5Like => 5.0,
@@ -180,7 +193,7 @@ impl Shape {
     /// The values the metric can take: shares 0-100, times from 0, the rest any.
     pub(crate) fn range(self) -> Range {
         match self {
-            Shape::Normal { .. } | Shape::HeavyTailed => Range::ANY,
+            Shape::Normal { .. } | Shape::HeavyTailed | Shape::Spread { .. } => Range::ANY,
             Shape::LognormalJumps { .. } => Range::NON_NEGATIVE,
             _ => Range::PERCENT,
         }
@@ -193,14 +206,19 @@ impl Shape {
 
     /// Whether a change is a pure shift of the whole distribution (so the interval of the shift
     /// has a true value to cover at every size, not only at 0).
+    /// A wider symmetric spread keeps the shift's estimand (the median of variant - base) at the
+    /// change.
     pub(crate) fn shifts(self) -> bool {
-        matches!(self, Shape::Normal { .. } | Shape::HeavyTailed)
+        matches!(
+            self,
+            Shape::Normal { .. } | Shape::HeavyTailed | Shape::Spread { .. }
+        )
     }
 
     /// A run's host.
     pub(crate) fn host(self, rng: &mut Rng) -> Host {
         match self {
-            Shape::S1Like => Host {
+            Shape::S1Like | Shape::S1Moved { .. } => Host {
                 base_mean: 12.0 + 18.0 * rng.random::<f64>(),
                 spread: 10.0 + 10.0 * rng.random::<f64>(),
             },
@@ -211,10 +229,31 @@ impl Shape {
         }
     }
 
+    /// One boot of a variant with `truth` against the base: as a base boot with that change,
+    /// but for a change of spread, where a variant's boots are wider whatever the change.
+    pub(crate) fn draw_variant(self, rng: &mut Rng, host: Host, truth: Truth) -> f64 {
+        match self {
+            Shape::Spread { factor } => {
+                truth.size() * self.magnitude() + 0.5 * factor * standard_normal(rng)
+            }
+            _ => self.draw(rng, host, truth),
+        }
+    }
+
     /// One boot's value with `truth` against the base (`Truth::Magnitudes(0.0)`: a base boot).
     pub(crate) fn draw(self, rng: &mut Rng, host: Host, truth: Truth) -> f64 {
         let change = truth.size() * self.magnitude();
         match self {
+            Shape::Spread { .. } => change + 0.5 * standard_normal(rng),
+            Shape::S1Moved { moved } => {
+                let revert = Truth::S1 == truth || rng.random::<f64>() < moved;
+                let (mean, spread) = if revert {
+                    (REVERT_MEAN, REVERT_SPREAD)
+                } else {
+                    (host.base_mean + change, host.spread)
+                };
+                (mean + spread * standard_normal(rng)).clamp(0.0, 100.0)
+            }
             Shape::Normal { spread } => change + spread * standard_normal(rng),
             Shape::HeavyTailed => {
                 let t = StudentT::new(2.0).expect("2 degrees of freedom");
@@ -291,7 +330,8 @@ impl Shape {
             | Shape::RareJumps { .. }
             | Shape::Sixths
             | Shape::Modes
-            | Shape::LognormalJumps { .. } => change,
+            | Shape::LognormalJumps { .. }
+            | Shape::Spread { .. } => change,
             Shape::ZerosAndACluster => -change,
             // The moved boots leave the clipped normal's mean for 0 or 100.
             Shape::S3Like => -change / S3_LEVEL * clipped_mean(S3_LEVEL, 3.0),
@@ -303,6 +343,17 @@ impl Shape {
                     Truth::Magnitudes(_) => clipped_mean(host.base_mean + change, host.spread),
                 };
                 variant - base
+            }
+            Shape::S1Moved { moved } => {
+                let revert = clipped_mean(REVERT_MEAN, REVERT_SPREAD);
+                let typical = |change: f64| {
+                    (1.0 - moved) * clipped_mean(host.base_mean + change, host.spread)
+                        + moved * revert
+                };
+                match truth {
+                    Truth::S1 => revert - typical(0.0),
+                    Truth::Magnitudes(_) => typical(change) - typical(0.0),
+                }
             }
         }
     }
@@ -336,16 +387,21 @@ mod tests {
                 }
                 let host = shape.host(&mut r);
                 let n = 40_000;
-                let mean = |r: &mut Rng, t: Truth| {
-                    (0..n).map(|_| shape.draw(r, host, t)).sum::<f64>() / n as f64
-                };
-                let got = mean(&mut r, truth) - mean(&mut r, Truth::Magnitudes(0.0));
+                let variant = (0..n)
+                    .map(|_| shape.draw_variant(&mut r, host, truth))
+                    .sum::<f64>();
+                let base = (0..n)
+                    .map(|_| shape.draw(&mut r, host, Truth::Magnitudes(0.0)))
+                    .sum::<f64>();
+                let got = (variant - base) / n as f64;
                 let want = shape.mean_difference(host, truth);
                 // The lognormal jumps' few boots at 8.5-16 times the rest spread the means most.
                 // A point for the shares whose change is a few boots at 0 or 100.
                 let tolerance = match shape {
                     Shape::LognormalJumps { .. } => 0.2 * shape.magnitude(),
                     Shape::RareJumps { .. } | Shape::S3Like | Shape::S5Like => 1.0,
+                    // Five standard errors of the widest variant's mean (sd 0.5 x factor).
+                    Shape::Spread { factor } => 0.0125 * factor,
                     _ => 0.05 * shape.magnitude(),
                 };
                 assert!(

@@ -37,6 +37,10 @@ const MOST_FALSE_DIFFERENT: f64 = 0.01;
 const MOST_FALSE_SAME: f64 = 0.05;
 const LEAST_S1_DIFFERENT: f64 = 0.99;
 const MOST_S1_BOOTS: f64 = 6.0;
+/// S1 with 5% of the other boots moved where the revert's land: DIFFERENT within this many
+/// boots a side in at least this share of runs (issue V3).
+const QUICK_BOOTS: usize = 8;
+const LEAST_S1_MOVED_QUICK: f64 = 0.95;
 
 /// One cell of the table.
 #[derive(Debug, Clone, Copy)]
@@ -58,6 +62,8 @@ struct Tally {
     same: usize,
     boots: usize,
     arms: usize,
+    /// Runs with every decision DIFFERENT within `QUICK_BOOTS` boots a side.
+    quick: usize,
     shift_checked: usize,
     shift_covered: usize,
     mean_checked: usize,
@@ -194,13 +200,12 @@ fn simulate(
     let mut target = repetitions.initial();
     loop {
         for &arm in &active {
-            let truth = if arm == 0 {
-                Truth::Magnitudes(0.0)
-            } else {
-                cell.truth
-            };
             while have[arm] < target {
-                let value = cell.shape.draw(rng, host, truth);
+                let value = if arm == 0 {
+                    cell.shape.draw(rng, host, Truth::Magnitudes(0.0))
+                } else {
+                    cell.shape.draw_variant(rng, host, cell.truth)
+                };
                 c.add_sample(METRIC, &names[arm], value)?;
                 have[arm] += 1;
             }
@@ -214,8 +219,10 @@ fn simulate(
     let true_shift = (cell.shape.shifts() || cell.truth.size() == 0.0)
         .then(|| cell.truth.size() * cell.shape.magnitude());
     let mut any = false;
+    let mut all_different = true;
     for (_, _, verdict) in c.verdicts() {
         let v = verdict?;
+        all_different &= v.decision == Decision::Different;
         tally.decisions += 1;
         match v.decision {
             Decision::Different => {
@@ -236,6 +243,7 @@ fn simulate(
     }
     tally.runs += 1;
     tally.any_different += usize::from(any);
+    tally.quick += usize::from(all_different && have.iter().all(|&n| n <= QUICK_BOOTS));
     tally.boots += have.iter().sum::<usize>();
     tally.arms += cell.arms;
     Ok(())
@@ -276,6 +284,17 @@ impl VerdictsBench {
             s1.different(),
             s1.boots_per_variant(),
         )
+    }
+
+    /// How often S1 with 5% of the other boots moved was DIFFERENT within `QUICK_BOOTS` boots
+    /// a side (one variant).
+    fn s1_moved_quick(&self) -> f64 {
+        self.rows
+            .iter()
+            .find(|(c, _)| {
+                c.shape == Shape::S1Moved { moved: 0.05 } && c.truth == Truth::S1 && c.arms == 2
+            })
+            .map_or(f64::NAN, |(_, t)| Tally::rate(t.quick, t.runs))
     }
 
     /// The table, the targets and the summary line (`worst: ...`, the last line).
@@ -341,6 +360,7 @@ impl VerdictsBench {
             .filter(|(c, _)| !c.shape.held_to_targets() && c.truth == Truth::Magnitudes(1.5))
             .map(|(_, t)| t.same())
             .fold(0.0, f64::max);
+        let s1_moved_quick = self.s1_moved_quick();
         let met = |ok: bool| if ok { "met" } else { "MISSED" };
         let _ = writeln!(
             out,
@@ -352,13 +372,16 @@ impl VerdictsBench {
         let _ = writeln!(
             out,
             "targets: false DIFFERENT <= {} ({}); false SAME at 1.5m <= {} ({}); S1-like with one \
-             variant DIFFERENT >= {} with <= {MOST_S1_BOOTS} boots per variant ({})",
+             variant DIFFERENT >= {} with <= {MOST_S1_BOOTS} boots per variant ({}); S1 with 5% \
+             of the boots moved DIFFERENT within {QUICK_BOOTS} boots a side >= {} ({})",
             pct(MOST_FALSE_DIFFERENT, 0),
             met(false_different <= MOST_FALSE_DIFFERENT),
             pct(MOST_FALSE_SAME, 0),
             met(false_same <= MOST_FALSE_SAME),
             pct(LEAST_S1_DIFFERENT, 0),
             met(s1_different >= LEAST_S1_DIFFERENT && s1_boots <= MOST_S1_BOOTS),
+            pct(LEAST_S1_MOVED_QUICK, 0),
+            met(s1_moved_quick >= LEAST_S1_MOVED_QUICK),
         );
         let _ = writeln!(
             out,
@@ -373,11 +396,12 @@ impl VerdictsBench {
         let _ = writeln!(
             out,
             "worst: false DIFFERENT {}, false SAME at 1.5x {}, S1-like DIFFERENT {} at {:.1} boots \
-             per variant",
+             per variant, S1 with 5% moved DIFFERENT within {QUICK_BOOTS} {}",
             pct(false_different, 2),
             pct(false_same, 1),
             pct(s1_different, 1),
-            s1_boots
+            s1_boots,
+            pct(s1_moved_quick, 1)
         );
         out
     }

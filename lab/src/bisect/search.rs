@@ -32,7 +32,7 @@ pub enum Class {
     Between,
     /// Moved away from the bad end (a change the other way): the change looked for is not in.
     Opposite,
-    /// Neither: no change shown against either end at the cap.
+    /// Neither: no change shown against either end, nor SAME, at the cap.
     Unclassified,
     /// It did not build, or did not boot (`--boot-failure skip`): `git bisect`'s exit 125.
     Skipped,
@@ -281,7 +281,7 @@ impl Replay {
 pub(crate) struct Limits {
     /// The number of changes (bad is point `n`).
     pub n: usize,
-    /// The most boots per variant of a probe (`--max-repetitions`; a retry doubles it).
+    /// The most boots per variant of any step (`--max-repetitions`, default [`DEFAULT_CAP`]).
     pub cap: usize,
     pub on_boot_failure: OnBootFailure,
 }
@@ -290,28 +290,29 @@ pub(crate) struct Limits {
 pub(crate) const MOST_CHANGES: usize = 4;
 
 /// Boots per variant of a step's first stage: 5, the fewest at which a change can show, for the
-/// endpoints and a probe; 7 for the longer steps (a verification, a look at what is left, a
-/// probe asked again), which look for changes under the magnitude too. Starting at 5 would
-/// give that first look most of the 1% (what a complete separation of 5 boots costs) and
-/// leave the later ones, where such a change shows, little (`stats::Plan::shares`).
+/// endpoints and a probe; 7 for the steps that look for changes under the magnitude too (a
+/// verification, a look at what is left, a probe in a search for less than twice the
+/// magnitude). Starting at 5 would give that first look most of the 1% (what a complete
+/// separation of 5 boots costs) and leave the later ones, where such a change shows, little
+/// (`stats::Plan::shares`).
 const FIRST: usize = 5;
 const FIRST_LONG: usize = 7;
 
-impl Limits {
-    /// The most boots per variant of a verification, of a look at what is left and of a probe
-    /// asked again: three times a probe's, so a change under the magnitude, or a share of the
-    /// change, can still show.
-    fn long_cap(&self) -> usize {
-        4 * self.cap
-    }
-}
+/// The most boots per variant of a step unless `--max-repetitions` says otherwise. Every step's
+/// plan reaches it from the first boot (its error split over all its looks, 1% in all) and the
+/// step stops as soon as its verdicts settle, so it is reached only where a change shows
+/// slowly: a change in how often boots land in a mode. A culprit that sends 30% of boots from
+/// 0 to 100 (1.5 magnitudes of 20 points) shows at 1% in some 98.6% of 60-boot steps, in 69%
+/// of 40-boot ones (a two-sided exact test at the last look's share); `lab bench bisect`
+/// measures the whole search (docs/BISECT.md).
+pub(crate) const DEFAULT_CAP: usize = 60;
 
 /// Runs a bisect: the endpoints, then first-change searches, each found point verified against
 /// its parent, until no change toward bad is left unexplained.
 pub(crate) async fn search(steps: &mut impl Steps, limits: &Limits) -> Result<Answer> {
     let n = limits.n;
     let bad_mode = limits.on_boot_failure == OnBootFailure::Bad;
-    let mut ask = Ask {
+    let ask = Ask {
         kind: StepKind::Endpoints,
         point: n,
         ends: vec![0],
@@ -320,42 +321,21 @@ pub(crate) async fn search(steps: &mut impl Steps, limits: &Limits) -> Result<An
         magnitude: None,
         functional: false,
     };
-    // The endpoints, once more with more boots when the first cap left them UNKNOWN: "nothing
-    // to bisect" is SAME, or still UNKNOWN then.
-    let (total, functional) = loop {
-        let mut ends = steps.run(&ask).await?;
-        let functional = match ends.failed {
-            Some(f) if f == n && bad_mode && !ends.unbuilt => {
-                ends.note =
-                    "bad does not boot: the bisect looks for the change that stops it".into();
-                true
-            }
-            Some(f) => bail!(
-                "the {} end does not build or boot: {}",
-                if f == 0 { "good" } else { "bad" },
-                ends.note
-            ),
-            None => false,
-        };
-        let total = ends.verdicts.first().map(|v| v.verdict.clone());
-        let again = !functional
-            && ask.cap == limits.cap
-            && total
-                .as_ref()
-                .is_some_and(|t| t.decision == Decision::Unknown);
-        if again {
-            ends.note = format!(
-                "UNKNOWN: booted again with up to {} boots",
-                limits.long_cap()
-            );
+    let mut ends = steps.run(&ask).await?;
+    let functional = match ends.failed {
+        Some(f) if f == n && bad_mode && !ends.unbuilt => {
+            ends.note = "bad does not boot: the bisect looks for the change that stops it".into();
+            true
         }
-        steps.done(ends)?;
-        if !again {
-            break (total, functional);
-        }
-        ask.cap = limits.long_cap();
-        ask.initial = FIRST_LONG;
+        Some(f) => bail!(
+            "the {} end does not build or boot: {}",
+            if f == 0 { "good" } else { "bad" },
+            ends.note
+        ),
+        None => false,
     };
+    let total = ends.verdicts.first().map(|v| v.verdict.clone());
+    steps.done(ends)?;
     let toward = match (&total, functional) {
         (_, true) => 1.0,
         (Some(t), false) if t.decision == Decision::Different => t.change().signum(),
@@ -446,22 +426,16 @@ impl<S: Steps> Search<'_, S> {
         }
     }
 
-    /// Probes point `k` against `lo_end` and bad, once more with the long cap when a verdict
-    /// neither showed a change nor was SAME.
+    /// Probes point `k` against `lo_end` and bad.
     async fn probe(&mut self, k: usize, lo_end: usize) -> Result<Step> {
         let n = self.limits.n;
         // A change of less than twice the magnitude (what a later search looks for, mostly)
-        // seldom shows in a probe's first boots: such a probe starts long.
+        // seldom shows in a probe's first boots: such a probe starts with more.
         let small = self
             .total
             .as_ref()
             .is_some_and(|t| self.searching < 2.0 * t.magnitude);
-        let (initial, cap) = if small {
-            (FIRST_LONG, self.limits.long_cap())
-        } else {
-            (FIRST, self.limits.cap)
-        };
-        let mut ask = Ask {
+        let ask = Ask {
             kind: StepKind::Probe,
             point: k,
             ends: if self.functional {
@@ -469,59 +443,31 @@ impl<S: Steps> Search<'_, S> {
             } else {
                 vec![lo_end, n]
             },
-            initial,
-            cap,
+            initial: if small { FIRST_LONG } else { FIRST },
+            cap: self.limits.cap,
             magnitude: self.step_magnitude(),
             functional: self.functional,
         };
-        loop {
-            let mut step = self.steps.run(&ask).await?;
-            let class = match step.failed {
-                Some(f) if f == k && step.unbuilt => Class::Skipped,
-                Some(f) if f == k => match self.limits.on_boot_failure {
-                    OnBootFailure::Skip => Class::Skipped,
-                    OnBootFailure::Bad => Class::BadLike,
-                },
-                Some(f) => bail!(
-                    "{f}, an end of a probe, did not build or boot: {}",
-                    step.note
-                ),
-                None if self.functional => Class::GoodLike,
-                None => match step.verdicts.as_slice() {
-                    [lo, hi] => classify(&lo.verdict, &hi.verdict, self.toward),
-                    other => bail!("a probe gave {} verdicts, not 2", other.len()),
-                },
-            };
-            step.class = Some(class);
-            // At a probe's first cap, a verdict that neither shows a change nor is SAME leaves
-            // the class in doubt (a change under the boots' spread reads as none): ask again
-            // with more boots.
-            let unsettled = step
-                .verdicts
-                .iter()
-                .any(|v| !v.verdict.significant && v.verdict.decision != Decision::Same);
-            let again = unsettled
-                && !self.functional
-                && step.failed.is_none()
-                && ask.cap == self.limits.cap;
-            if again {
-                step.note = format!(
-                    "{}: probed again with up to {} boots",
-                    if class == Class::Unclassified {
-                        "no change shown either way"
-                    } else {
-                        "a verdict neither showed a change nor was SAME"
-                    },
-                    self.limits.long_cap()
-                );
-            }
-            self.steps.done(step.clone())?;
-            if !again {
-                return Ok(step);
-            }
-            ask.cap = self.limits.long_cap();
-            ask.initial = FIRST_LONG;
-        }
+        let mut step = self.steps.run(&ask).await?;
+        let class = match step.failed {
+            Some(f) if f == k && step.unbuilt => Class::Skipped,
+            Some(f) if f == k => match self.limits.on_boot_failure {
+                OnBootFailure::Skip => Class::Skipped,
+                OnBootFailure::Bad => Class::BadLike,
+            },
+            Some(f) => bail!(
+                "{f}, an end of a probe, did not build or boot: {}",
+                step.note
+            ),
+            None if self.functional => Class::GoodLike,
+            None => match step.verdicts.as_slice() {
+                [lo, hi] => classify(&lo.verdict, &hi.verdict, self.toward),
+                other => bail!("a probe gave {} verdicts, not 2", other.len()),
+            },
+        };
+        step.class = Some(class);
+        self.steps.done(step.clone())?;
+        Ok(step)
     }
 
     /// Verifies `hi` against its parent `lo`; it becomes a culprit, or an unverified candidate.
@@ -532,7 +478,7 @@ impl<S: Steps> Search<'_, S> {
             point: hi,
             ends: vec![lo],
             initial: FIRST_LONG,
-            cap: self.limits.long_cap(),
+            cap: self.limits.cap,
             magnitude: self.step_magnitude(),
             functional: self.functional,
         };
@@ -605,7 +551,7 @@ impl<S: Steps> Search<'_, S> {
             point: n,
             ends: vec![hi],
             initial: FIRST_LONG,
-            cap: self.limits.long_cap(),
+            cap: self.limits.cap,
             magnitude: self.total.as_ref().map(|t| t.magnitude / 2.0),
             functional: false,
         };

@@ -289,7 +289,11 @@ impl<'a> Bisect<'a> {
     async fn search_all(&mut self) -> Result<()> {
         let limits = Limits {
             n: self.n(),
-            cap: self.record.request.max_repetitions.unwrap_or(10),
+            cap: self
+                .record
+                .request
+                .max_repetitions
+                .unwrap_or(search::DEFAULT_CAP),
             on_boot_failure: self.record.request.on_boot_failure,
         };
         let answer = search::search(self, &limits).await?;

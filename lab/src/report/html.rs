@@ -181,9 +181,10 @@ fn verdicts(c: &Comparison, rows: &[MetricRow<'_>]) -> String {
             esc(&super::table::magnitude_text(m))
         );
     }
-    out += "</tbody></table>\n<p class=\"note\">DIFFERENT: the exact Mann-Whitney p, \
-            adjusted for every look of the adaptive run and every primary decision, &le; 0.01 \
-            and the Hodges-Lehmann shift beyond the magnitude; SAME: after 9 or more boots a \
+    out += "</tbody></table>\n<p class=\"note\">DIFFERENT: the larger of the exact \
+            Mann-Whitney p and Welch's, adjusted for every look of the adaptive run and every \
+            primary decision, &le; 0.01 and the Hodges-Lehmann shift (or, where only they moved, \
+            the means) beyond the magnitude; SAME: after 9 or more boots a \
             side, the 95% intervals of the shift and of the difference of the means inside \
             &plusmn;magnitude; otherwise UNKNOWN.</p>\n";
     out

@@ -268,8 +268,8 @@ impl Table {
             .count();
         if rows.iter().any(|r| r.metric.primary) {
             lines.push(format!(
-                "primary: DIFFERENT when p (Mann-Whitney, exact, adjusted for every look and \
-                 primary decision) <= {} and the shift (or, where only they moved, the means) \
+                "primary: DIFFERENT when p (the larger of the exact Mann-Whitney's and Welch's, \
+                 adjusted for every look and primary decision) <= {} and the shift (or, where only they moved, the means) \
                  exceeds the magnitude; SAME after {} or \
                  more boots a side (more where the magnitude is small against a bounded range: \
                  19 at 10 points of a share, 39 at 5) when the {}% intervals of the shift and \

@@ -104,7 +104,7 @@ primary: share_on_irq_cpu (%), smallest change that matters 20.00 pp
       4.20 ± 92%   +2083.3%          91.70 ±  4%  share_on_irq_cpu (%)            DIFFERENT p=0.008 [+1928.6%, +2214.3%]  n=5/5
      12.60 ±  8%      +1.6%          12.80 ± 13%  cross_llc_migrations (per 100)  p=1.000 adj=1.000 [-15.9%, +23.8%]  n=5/5
 
-primary: DIFFERENT when p (Mann-Whitney, exact, adjusted for every look and primary decision) <= 0.01 and the shift (or, where only they moved, the means) exceeds the magnitude; SAME after 9 or more boots a side (more where the magnitude is small against a bounded range: 19 at 10 points of a share, 39 at 5) when the 95% intervals of the shift and of the means lie inside ±magnitude; otherwise UNKNOWN
+primary: DIFFERENT when p (the larger of the exact Mann-Whitney's and Welch's, adjusted for every look and primary decision) <= 0.01 and the shift (or, where only they moved, the means) exceeds the magnitude; SAME after 9 or more boots a side (more where the magnitude is small against a bounded range: 19 at 10 points of a share, 39 at 5) when the 95% intervals of the shift and of the means lie inside ±magnitude; otherwise UNKNOWN
 * p<0.05, ** p<0.01 after Holm's adjustment over the 1 secondary comparisons (adj), with the shift beyond the metric's magnitude
 p: Mann-Whitney, exact; [..]: 95% distribution-free interval of the shift (Hodges-Lehmann), in % of the base mean, inside the metric's range; n: boots per variant, base first
 ";

@@ -364,3 +364,40 @@ fn a_change_in_how_often_boots_land_in_a_mode_is_different() {
     assert!(!v.significant && v.mean_difference > 5.0, "{v:?}");
     assert_eq!(v.decision, Decision::Unknown);
 }
+
+#[test]
+fn a_change_of_spread_alone_is_not_different_at_one_look() {
+    // Five boots of a variant ten times as wide, all above a narrow base: a complete
+    // separation (Mann-Whitney p = 2/252), but Welch's test of the means sees a centre within
+    // the variant's own spread (p about 0.03), so no change is shown.
+    let base = [-0.3, -0.1, 0.0, 0.1, 0.3];
+    let wide = [1.0, 3.0, 4.0, 6.0, 9.0];
+    let v = decide(&base, &wide, abs(1.0), Range::ANY).unwrap();
+    assert!((v.mann_whitney_p - 2.0 / 252.0).abs() < 1e-12);
+    let welch = welch_p(&base, &wide).unwrap();
+    assert!((0.02..0.04).contains(&welch), "{welch}");
+    assert!((v.p - welch).abs() < 1e-12, "{}", v.p);
+    assert!(!v.significant);
+    assert_ne!(v.decision, Decision::Different);
+    // A shift of the whole distribution, the same rank order: both tests see it.
+    let shifted = [8.0, 9.0, 10.0, 11.0, 12.0];
+    let v = decide(&base, &shifted, abs(1.0), Range::ANY).unwrap();
+    assert_eq!(v.decision, Decision::Different);
+    assert!((v.p - 2.0 / 252.0).abs() < 1e-12, "{}", v.p);
+}
+
+#[test]
+fn welch_p_hand_checked() {
+    // Equal spreads (variance 0.625 a side), means 2 apart: t = 2 / sqrt(2 * 0.625 / 5) = 4 on
+    // 8 degrees of freedom, two-sided p = 0.00395.
+    let base = [-1.0, -0.5, 0.0, 0.5, 1.0];
+    let variant: Vec<f64> = base.iter().map(|x| x + 2.0).collect();
+    let want = 2.0 * (1.0 - StudentsT::new(0.0, 1.0, 8.0).unwrap().cdf(4.0));
+    let got = welch_p(&base, &variant).unwrap();
+    assert!((got - want).abs() < 1e-9, "{got} {want}");
+    assert!((got - 0.00395).abs() < 0.0001, "{got}");
+    // No spread on either side: the means differ or they do not.
+    assert_eq!(welch_p(&[1.0, 1.0], &[2.0, 2.0]), Some(0.0));
+    assert_eq!(welch_p(&[1.0, 1.0], &[1.0, 1.0]), Some(1.0));
+    assert_eq!(welch_p(&[1.0], &[2.0, 3.0]), None);
+}
