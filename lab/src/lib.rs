@@ -69,6 +69,7 @@ pub mod bisect;
 mod build_paths;
 pub mod bundle;
 pub mod cache;
+pub mod cli;
 mod cross;
 pub mod debian;
 pub mod devices;

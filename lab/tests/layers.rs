@@ -8,10 +8,11 @@
 //! 3. inputs: `topology`, `host_topology`, `hosts`, `kernel`, `image`, `variant`;
 //! 4. guests: `guest`, `vm`, `devices`, `observe`, `workload`, `storage`;
 //! 5. runner: `report`, `experiment`, `host`, `scenarios`, `skip`, `bench`, `nextest`, `run`,
-//!    `prepare`, `doctor`.
+//!    `prepare`, `doctor`;
+//! 6. the command line: `cli` (its arguments, one call per verb, what comes back printed), which
+//!    a crate's own binary runs too (`cli::main_with`); nothing below may use it.
 //!
-//! The CLI (`main.rs`, its argument definitions in `cli.rs`, `device_model.rs`) is a binary: nothing in the
-//! library can use it, and it is not read here. Unit tests
+//! `main.rs` is the binary (one call into `cli`) and is not read here. Unit tests
 //! (`#[cfg(test)]` modules and their `tests.rs` files) are not part of the library: they may use
 //! the test helpers of any layer (`skip`'s visible skips), as the integration tests do.
 
@@ -69,10 +70,11 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bundle",
         ],
     ),
+    ("command line", &["cli"]),
 ];
 
 /// The files of `lab/src` that make the `lab` binary, not the library.
-const BINARY: &[&str] = &["main", "cli", "device_model"];
+const BINARY: &[&str] = &["main"];
 
 /// What the crate root re-exports or defines, by the module that owns it.
 const ROOT_ITEMS: &[(&str, &str)] = &[

@@ -92,15 +92,80 @@ pub(crate) const REGISTRY: &[(&str, Constructor)] = &[
     ("its-balance", || Box::new(ItsBalance::seed())),
 ];
 
-/// The shipped scenario names, in `lab scenarios` order.
-pub(crate) fn names() -> Vec<&'static str> {
-    REGISTRY.iter().map(|(name, _)| *name).collect()
+/// A scenario a crate's own `lab` binary runs beside the shipped ones
+/// ([`crate::cli::main_with`]): every verb that takes a scenario's name (`compare`, `bisect`,
+/// `scenarios`, `prepare`, `report`) finds it by its [`Scenario::name`].
+pub struct Extra {
+    name: String,
+    make: Box<dyn Fn() -> Box<dyn Registered> + Send + Sync>,
 }
 
-/// The shipped scenario `name`.
+impl Extra {
+    /// `scenario`, as it is now, under its own name.
+    pub fn new<S: Scenario + Clone + Send + Sync + 'static>(scenario: S) -> Extra {
+        Extra {
+            name: scenario.name().to_string(),
+            make: Box::new(move || Box::new(scenario.clone())),
+        }
+    }
+
+    /// The name the verbs find it by.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// The process's extra scenarios, set once before any verb runs.
+static EXTRA: std::sync::OnceLock<Vec<Extra>> = std::sync::OnceLock::new();
+
+/// Makes `extra` findable by name for the rest of the process: refused when a name is a
+/// shipped scenario's or given twice, or when extras were added already.
+pub(crate) fn add_extra(extra: Vec<Extra>) -> Result<()> {
+    check_extra(&extra)?;
+    EXTRA
+        .set(extra)
+        .map_err(|_| anyhow::anyhow!("extra scenarios can be added once per process"))
+}
+
+/// Each extra scenario's name is its own: not a shipped one's, not another extra's.
+fn check_extra(extra: &[Extra]) -> Result<()> {
+    let mut seen: Vec<&str> = REGISTRY.iter().map(|(n, _)| *n).collect();
+    for e in extra {
+        if seen.contains(&e.name.as_str()) {
+            bail!(
+                "scenario {:?} is named twice: rename it (the shipped ones: {})",
+                e.name,
+                REGISTRY
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        seen.push(&e.name);
+    }
+    Ok(())
+}
+
+fn extras() -> &'static [Extra] {
+    EXTRA.get().map_or(&[], Vec::as_slice)
+}
+
+/// The scenario names, in `lab scenarios` order: the shipped ones, then a crate's own.
+pub(crate) fn names() -> Vec<&'static str> {
+    REGISTRY
+        .iter()
+        .map(|(name, _)| *name)
+        .chain(extras().iter().map(|e| e.name.as_str()))
+        .collect()
+}
+
+/// The scenario `name`: a shipped one, or a crate's own.
 pub(crate) fn find(name: &str) -> Result<Box<dyn Registered>> {
-    match REGISTRY.iter().find(|(n, _)| *n == name) {
-        Some((_, make)) => Ok(make()),
+    let shipped = REGISTRY.iter().find(|(n, _)| *n == name).map(|(_, m)| m());
+    let own = || extras().iter().find(|e| e.name == name).map(|e| (e.make)());
+    match shipped.or_else(own) {
+        Some(scenario) => Ok(scenario),
         None => bail!(
             "no scenario {name:?} (scenarios: {}; `lab scenarios` lists them)",
             names().join(", ")
@@ -179,9 +244,14 @@ impl std::fmt::Display for Listing {
     }
 }
 
-/// Every shipped scenario with its defaults.
+/// Every scenario with its defaults: the shipped ones, then a crate's own.
 pub(crate) fn list() -> Result<Vec<Listing>> {
-    REGISTRY.iter().map(|(_, make)| make().listing()).collect()
+    REGISTRY
+        .iter()
+        .map(|(_, make)| make())
+        .chain(extras().iter().map(|e| (e.make)()))
+        .map(|s| s.listing())
+        .collect()
 }
 
 /// What `lab scenarios` prints: every shipped scenario's `Listing`, in registry order, then the
@@ -381,6 +451,24 @@ fn experiment<S: Scenario>(scenario: S, request: &Request) -> Experiment<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_extra_scenario_may_not_take_a_name_already_given() {
+        let file =
+            |path: &str| Extra::new(file::ScenarioFile::read(&crate::repo_path(path)).unwrap());
+        // The NIC walkthrough is not shipped under its name: it may be a crate's own.
+        check_extra(&[file("scenarios/nic-wakeup.toml")]).unwrap();
+        let err = check_extra(&[Extra::new(DmaWakeup::seed())])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"dma-wakeup\" is named twice"), "{err}");
+        let twice = [
+            file("scenarios/nic-wakeup.toml"),
+            file("scenarios/nic-wakeup.toml"),
+        ];
+        let err = check_extra(&twice).unwrap_err().to_string();
+        assert!(err.contains("\"nic-wakeup\" is named twice"), "{err}");
+    }
 
     #[test]
     fn every_shipped_scenario_lists_its_defaults() {
