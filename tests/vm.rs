@@ -375,3 +375,58 @@ async fn lab_run_boots_a_quick_shape_without_a_file() {
     );
     assert_eq!(stdout.split_whitespace().collect::<Vec<_>>(), ["4", "0-1"]);
 }
+
+/// A guest that floods its output (40 MB of `yes`): `lab run` keeps the first
+/// `guest::OUTPUT_KEPT` bytes of it, says how many more it did not keep, and the guest's other
+/// stream still arrives (issue W2; before the bound a 100 MB flood peaked at 130 MB of the
+/// lab's resident memory, docs/MEASUREMENTS.md).
+#[test]
+fn a_flooding_guest_is_kept_to_the_bound() {
+    let Some(lab_bin) = common::lab_binary("a flooding guest") else {
+        return;
+    };
+    let child = std::process::Command::new(lab_bin)
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "yes | head -c 40000000; echo done >&2",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let peak = std::thread::spawn(move || {
+        let mut peak_kb = 0u64;
+        while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            if let Some(kb) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            {
+                peak_kb = kb;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        peak_kb
+    });
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(out.stdout.len(), lab::guest::OUTPUT_KEPT, "{stderr}");
+    assert!(out.stdout.chunks(2).all(|c| c == b"y\n"));
+    let dropped = 40_000_000 - lab::guest::OUTPUT_KEPT;
+    assert!(
+        stderr.contains(&format!(
+            "the command wrote {dropped} bytes past the 16 MiB a stream the lab keeps"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("done\n"), "{stderr}");
+    println!(
+        "peak resident memory of lab run: {} kB",
+        peak.join().unwrap()
+    );
+}

@@ -27,6 +27,7 @@
 
 mod args;
 mod device_model;
+mod terminal;
 mod verbs;
 
 use std::time::Instant;
@@ -61,7 +62,7 @@ pub fn main_with(scenarios: Vec<Extra>) -> ! {
         crate::cache::remote::keep_password_from_children();
     }
     if let Err(e) = crate::scenarios::add_extra(scenarios) {
-        eprintln!("lab: error: {e:#}");
+        terminal::error(&e);
         std::process::exit(2);
     }
     crate::process::watch_parent();
@@ -70,7 +71,7 @@ pub fn main_with(scenarios: Vec<Extra>) -> ! {
     match runtime.block_on(verbs::run(cli, started)) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("lab: error: {e:#}");
+            terminal::error(&e);
             std::process::exit(2);
         }
     }

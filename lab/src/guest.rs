@@ -24,7 +24,10 @@ pub use lab_agent::protocol::{Hello, ResourceUse};
 
 pub(crate) use crate::agent::NUMA01_GUEST_PATH;
 mod command;
+mod lines;
 pub use command::{ExitStatus, GuestCommand, GuestOutput};
+use lines::Lines;
+pub use lines::OUTPUT_KEPT;
 
 /// Default command timeout of [`GuestCommand::new`].
 pub(crate) const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(120);
@@ -482,13 +485,14 @@ impl Guest {
                         return Err(GuestError::Timeout {
                             argv,
                             timeout: cmd.timeout,
-                            stdout_tail: tail(&stdout.all),
-                            stderr_tail: tail(&stderr.all),
+                            stdout_tail: stdout.tail(),
+                            stderr_tail: stderr.tail(),
                         });
                     }
                     tracing::debug!(target: "guest", id, "{argv:?}: {status} after {duration:?}");
                     return Ok(GuestOutput {
                         status,
+                        dropped: stdout.dropped + stderr.dropped,
                         stdout: stdout.all,
                         stderr: stderr.all,
                         duration,
@@ -708,55 +712,6 @@ async fn read_frame_async<R: AsyncRead + Unpin>(
         });
     }
     protocol::decode_body(hlen, body).map(Some)
-}
-
-/// Splits one output stream into lines for tracing and the log, keeping all bytes.
-struct Lines {
-    label: String,
-    stream: &'static str,
-    all: Vec<u8>,
-    /// Start of the line not yet logged.
-    line_start: usize,
-}
-
-impl Lines {
-    /// A line longer than this is logged in pieces.
-    const MAX_LINE: usize = 16 << 10;
-
-    fn new(label: &str, stream: &'static str) -> Self {
-        Lines {
-            label: label.to_string(),
-            stream,
-            all: Vec::new(),
-            line_start: 0,
-        }
-    }
-
-    fn push(&mut self, chunk: &[u8], shared: &Shared) {
-        self.all.extend_from_slice(chunk);
-        while let Some(nl) = self.all[self.line_start..].iter().position(|&b| b == b'\n') {
-            let end = self.line_start + nl;
-            self.emit(self.line_start, end, shared);
-            self.line_start = end + 1;
-        }
-        if self.all.len() - self.line_start > Self::MAX_LINE {
-            self.emit(self.line_start, self.all.len(), shared);
-            self.line_start = self.all.len();
-        }
-    }
-
-    fn finish(&mut self, shared: &Shared) {
-        if self.line_start < self.all.len() {
-            self.emit(self.line_start, self.all.len(), shared);
-            self.line_start = self.all.len();
-        }
-    }
-
-    fn emit(&self, start: usize, end: usize, shared: &Shared) {
-        let line = String::from_utf8_lossy(&self.all[start..end]);
-        tracing::info!(target: "guest", cmd = %self.label, stream = self.stream, "{line}");
-        shared.log_line(&format!("{} {}: {line}", self.label, self.stream));
-    }
 }
 
 /// The last lines of some output, for error messages.

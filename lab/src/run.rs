@@ -51,6 +51,8 @@ pub struct Outcome {
     pub stdout: Vec<u8>,
     /// What the command wrote to stderr.
     pub stderr: Vec<u8>,
+    /// Bytes of its output past the bound the lab keeps (`guest::OUTPUT_KEPT` a stream).
+    pub dropped: u64,
     /// Each device as bound in the guest and each of its vectors, a line each.
     pub devices: Vec<String>,
     /// Where the run's time went.
@@ -161,6 +163,7 @@ pub async fn run(request: Request) -> Result<Outcome> {
         exit_code: out.exit_code(),
         stdout: out.stdout,
         stderr: out.stderr,
+        dropped: out.dropped,
         devices,
         timings: phases,
     })

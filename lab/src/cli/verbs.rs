@@ -1,7 +1,6 @@
 //! One library function per verb, and what comes back printed: the `lab` binary's body
 //! ([`super::main`]), and a crate's own (`super::main_with`).
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -69,8 +68,16 @@ pub(super) async fn run(cli: Cli, started: Instant) -> Result<i32> {
             for line in &outcome.devices {
                 eprintln!("lab: {line}");
             }
-            std::io::stdout().write_all(&outcome.stdout)?;
-            std::io::stderr().write_all(&outcome.stderr)?;
+            super::terminal::write(&mut std::io::stdout(), &outcome.stdout)?;
+            super::terminal::write(&mut std::io::stderr(), &outcome.stderr)?;
+            if outcome.dropped > 0 {
+                eprintln!(
+                    "lab: the command wrote {} bytes past the {} MiB a stream the lab keeps; \
+                     they are not shown",
+                    outcome.dropped,
+                    crate::guest::OUTPUT_KEPT >> 20
+                );
+            }
             if let Some(path) = timings {
                 outcome.timings.write_json(&path)?;
             }

@@ -97,10 +97,13 @@ impl fmt::Display for ExitStatus {
 pub struct GuestOutput {
     /// How it ended.
     pub status: ExitStatus,
-    /// Everything it wrote to stdout.
+    /// Everything it wrote to stdout, up to [`super::OUTPUT_KEPT`] bytes.
     pub stdout: Vec<u8>,
-    /// Everything it wrote to stderr.
+    /// Everything it wrote to stderr, up to the same bound.
     pub stderr: Vec<u8>,
+    /// Bytes of stdout and stderr past [`super::OUTPUT_KEPT`] each, not kept: a parser of the
+    /// output should refuse it when this is not 0.
+    pub dropped: u64,
     /// From spawn to exit, measured in the guest.
     pub duration: Duration,
     /// What the command and its threads used (user/system time, context switches, faults).

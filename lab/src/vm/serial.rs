@@ -16,6 +16,11 @@ pub(crate) const TAIL_LINES: usize = 40;
 /// hold more than this (the rest of such a line is still written to the log, in pieces).
 pub(crate) const MAX_LINE: usize = 64 << 10;
 
+/// The most of the console the log keeps: a guest printing without end (a kernel spamming
+/// its log, `yes > /dev/console`) cannot fill the results' disk. Past it the log says so once;
+/// the tail and the panic watch go on.
+pub(crate) const LOG_KEPT: u64 = 64 << 20;
+
 /// What the console has shown so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) enum ConsoleState {
@@ -77,6 +82,15 @@ impl Console {
         reader: R,
         log_path: PathBuf,
     ) -> Console {
+        Self::spawn_keeping(reader, log_path, LOG_KEPT)
+    }
+
+    /// [`Console::spawn`] with a log of at most `kept` bytes.
+    fn spawn_keeping<R: AsyncRead + Unpin + Send + 'static>(
+        reader: R,
+        log_path: PathBuf,
+        kept: u64,
+    ) -> Console {
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_LINES)));
         let (tx, rx) = watch::channel(ConsoleState::Booting);
         let console = Console {
@@ -93,13 +107,22 @@ impl Console {
                 }
             };
             let mut reader = BufReader::new(reader);
+            let mut written: u64 = 0;
             while let Ok(Some(raw)) = next_line(&mut reader, MAX_LINE).await {
                 let line = String::from_utf8_lossy(&raw)
                     .trim_end_matches('\r')
                     .to_string();
                 if let Some(f) = log.as_mut() {
-                    let _ = f.write_all(line.as_bytes()).await;
-                    let _ = f.write_all(b"\n").await;
+                    written += line.len() as u64 + 1;
+                    if written <= kept {
+                        let _ = f.write_all(line.as_bytes()).await;
+                        let _ = f.write_all(b"\n").await;
+                    } else {
+                        let note = format!("[lab: the console past {kept} bytes is not kept]\n");
+                        let _ = f.write_all(note.as_bytes()).await;
+                        let _ = f.flush().await;
+                        log = None;
+                    }
                 }
                 tracing::debug!(target: "serial", "{line}");
                 if panic_line(&line) && matches!(*tx.borrow(), ConsoleState::Booting) {
@@ -190,5 +213,31 @@ mod tests {
         assert!(matches!(state, ConsoleState::Panicked(ref l) if l.contains("kill init")));
         drop(w);
         assert!(console.tail_text().contains("booting"));
+    }
+
+    #[tokio::test]
+    async fn a_console_that_never_stops_keeps_a_bounded_log_and_its_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("serial.log");
+        let (mut w, r) = tokio::io::duplex(4096);
+        let console = Console::spawn_keeping(r, log.clone(), 100);
+        for i in 0..1000 {
+            w.write_all(format!("line {i}\n").as_bytes()).await.unwrap();
+        }
+        w.write_all(b"Kernel panic - not syncing: late\n")
+            .await
+            .unwrap();
+        drop(w);
+        assert!(matches!(console.dead().await, ConsoleState::Panicked(_)));
+        // The reader flushes and drops the log when the console ends.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.starts_with("line 0\nline 1\n"), "{text}");
+        assert!(text.len() < 150, "{}", text.len());
+        assert!(
+            text.ends_with("[lab: the console past 100 bytes is not kept]\n"),
+            "{text}"
+        );
+        assert!(console.tail_text().contains("line 999"));
     }
 }
