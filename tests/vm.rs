@@ -430,3 +430,52 @@ fn a_flooding_guest_is_kept_to_the_bound() {
         peak.join().unwrap()
     );
 }
+
+/// Ctrl-C or a `kill` while a guest runs: `lab run` ends with 130 or 143, its QEMU (and every
+/// other process below it) is gone within 5 s, and it leaves no `lab-vm-*` directory in its
+/// temporary directory (issue W2; before, each interrupted run left one in `/tmp`).
+#[test]
+fn a_signal_during_a_boot_leaves_no_guest_and_no_temporary_directory() {
+    use std::io::{BufRead, BufReader};
+    let Some(lab_bin) = common::lab_binary("a signalled lab run") else {
+        return;
+    };
+    for (signal, code) in [("-INT", 130), ("-TERM", 143)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new(&lab_bin)
+            .args(["run", "--", "sleep", "600"])
+            .env("TMPDIR", tmp.path())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        let booted = stderr
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|line| line.contains(" booted in "));
+        assert!(booted, "lab run ended before its guest booted");
+        let below = descendants(child.id());
+        assert!(!below.is_empty(), "no QEMU below lab run");
+        std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        let rest: Vec<String> = stderr.map_while(Result::ok).collect();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(code), "{signal}: {rest:?}");
+        assert!(
+            rest.iter().any(|l| l.contains("stopped by SIG")),
+            "{rest:?}"
+        );
+        let start = Instant::now();
+        let gone = below
+            .iter()
+            .all(|&p| common::wait_gone(p, Duration::from_secs(5).saturating_sub(start.elapsed())));
+        assert!(gone, "{signal}: outlived lab run: {below:?}");
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{signal}: left in TMPDIR: {left:?}");
+    }
+}

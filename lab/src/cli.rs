@@ -36,6 +36,22 @@ use clap::Parser;
 
 use crate::scenarios::Extra;
 
+/// Resolves with the name of the first SIGINT or SIGTERM and the exit code a shell gives it
+/// (128 + its number); never, if they cannot be watched.
+async fn interrupted() -> (&'static str, i32) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => ("SIGINT", 130),
+        _ = term.recv() => ("SIGTERM", 143),
+    }
+}
+
 /// The `lab` binary: parses the command line, runs the verb, exits with its code (2 with the
 /// error on standard error).
 pub fn main() -> ! {
@@ -68,7 +84,26 @@ pub fn main_with(scenarios: Vec<Extra>) -> ! {
     crate::process::watch_parent();
     crate::progress::install_for_stderr();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    match runtime.block_on(verbs::run(cli, started)) {
+    // SIGINT or SIGTERM ends the verb by dropping it: its guests, device models and temporary
+    // directories go as on any error, instead of being left for the parent watchers (the
+    // processes) or forever (`/tmp/lab-vm-*`).
+    let ended = runtime.block_on(async {
+        tokio::select! {
+            result = verbs::run(cli, started) => Ok(result),
+            signal = interrupted() => Err(signal),
+        }
+    });
+    let result = match ended {
+        Ok(result) => result,
+        Err((name, code)) => {
+            // The verb's future is dropped already, its guests with it; its tasks go here (a
+            // blocking one is not waited for past the timeout).
+            runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+            terminal::error(&anyhow::anyhow!("stopped by {name}"));
+            std::process::exit(code);
+        }
+    };
+    match result {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             terminal::error(&e);
