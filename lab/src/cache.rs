@@ -17,6 +17,8 @@
 //! finds a guest image or QEMU on the registry without asking apt first.
 
 mod artifact;
+pub mod lock;
+pub(crate) use lock::open_lock_file;
 pub mod remote;
 
 use std::fs::{self, File};
@@ -272,8 +274,7 @@ impl Cache {
         fs::create_dir_all(&dir)?;
         let path = dir.join(format!("{name}.lock"));
         let file = open_lock_file(&path)?;
-        file.lock()
-            .with_context(|| format!("locking {}", path.display()))?;
+        lock::wait_for(&file, &path, &format!("cache entry {name}"))?;
         Ok(CacheLock { _file: file })
     }
 
@@ -753,16 +754,6 @@ pub(crate) fn sha256_file(path: &Path) -> Result<String> {
     let mut hasher = Sha256::new();
     std::io::copy(&mut file, &mut hasher)?;
     Ok(hex::encode(hasher.finalize()))
-}
-
-/// Opens (creating) a file that is only ever locked with `flock`, never written.
-pub(crate) fn open_lock_file(path: &Path) -> Result<File> {
-    File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .with_context(|| format!("opening lock {}", path.display()))
 }
 
 #[cfg(test)]

@@ -29,8 +29,9 @@ const NEEDS: &[(Need, &str)] = &[
 ];
 
 /// The lab's host package installs take turns here: one file per host, not per cache, since
-/// dpkg's lock is the host's. Only root installs, and `/run/lock` is root's and cleared at boot.
-const INSTALL_LOCK: &str = "/run/lock/lab-host-install.lock";
+/// dpkg's lock is the host's. Only root installs, and only root writes `/run` (cleared at boot);
+/// not `/run/lock`, where any user may create the file first and hold it.
+const INSTALL_LOCK: &str = "/run/lab-host-install.lock";
 
 /// How long apt waits for dpkg's lock held by another program before it fails (seconds): a
 /// fresh host's unattended-upgrades can hold it for minutes.
@@ -107,20 +108,7 @@ fn install_once(
     logs: &Path,
 ) -> Result<()> {
     let file = crate::cache::open_lock_file(lock)?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            crate::progress::step(format!(
-                "waiting for another lab's package install to end (lock {})",
-                lock.display()
-            ));
-            file.lock()
-                .with_context(|| format!("locking {}", lock.display()))?;
-        }
-        Err(std::fs::TryLockError::Error(e)) => {
-            return Err(e).with_context(|| format!("locking {}", lock.display()))
-        }
-    }
+    crate::cache::lock::wait_for(&file, lock, "another lab's package install")?;
     let missing = still_missing();
     if missing.is_empty() {
         return Ok(());
