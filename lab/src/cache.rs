@@ -20,6 +20,7 @@ mod artifact;
 pub mod lock;
 pub(crate) use lock::open_lock_file;
 pub mod remote;
+mod trust;
 
 use std::fs::{self, File};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -114,6 +115,7 @@ impl Cache {
         let root = root.into();
         fs::create_dir_all(&root)
             .with_context(|| format!("creating cache dir {}", root.display()))?;
+        trust::check_root_may_use(&root)?;
         Ok(Cache {
             root,
             remote: None,
