@@ -20,6 +20,7 @@ pub mod bisect;
 pub(crate) mod boot;
 pub mod budget;
 pub mod kernel;
+mod merged;
 pub(crate) mod run;
 pub(crate) mod shapes;
 pub mod shards;

@@ -13,12 +13,12 @@ use std::time::Instant;
 use anyhow::Result;
 
 use super::shapes::{self, Shape, Truth};
-use super::HostNote;
+use super::{merged, HostNote};
 use crate::report::{Comparison, DecisionPoint, Direction};
 use crate::stats::{Decision, Plan, Repetitions, Until};
 
 /// The simulated metric's name.
-const METRIC: &str = "x";
+pub(super) const METRIC: &str = "x";
 
 /// Runs per cell unless told otherwise.
 pub const RUNS: usize = 10_000;
@@ -44,11 +44,11 @@ const LEAST_S1_MOVED_QUICK: f64 = 0.95;
 
 /// One cell of the table.
 #[derive(Debug, Clone, Copy)]
-struct Cell {
-    shape: Shape,
-    truth: Truth,
+pub(super) struct Cell {
+    pub(super) shape: Shape,
+    pub(super) truth: Truth,
     /// Variants, the base included.
-    arms: usize,
+    pub(super) arms: usize,
 }
 
 /// What a cell's runs came to.
@@ -100,6 +100,8 @@ impl Tally {
 #[derive(Debug, Clone)]
 pub struct VerdictsBench {
     rows: Vec<(Cell, Tally)>,
+    /// Re-run while UNKNOWN and merged ([`merged`]).
+    merged: Vec<(Cell, merged::MergedTally)>,
     runs: usize,
     seed: u64,
     repetitions: Repetitions,
@@ -118,24 +120,64 @@ pub fn verdicts(runs: usize, seed: u64) -> Result<VerdictsBench> {
             }
         }
     }
+    let merged_cells: Vec<Cell> = merged::SHAPES
+        .into_iter()
+        .flat_map(|shape| {
+            merged::TRUTHS.map(|truth| Cell {
+                shape,
+                truth,
+                arms: 2,
+            })
+        })
+        .collect();
     let mut host = HostNote::start();
     let started = Instant::now();
     let threads = host.cores.max(1);
-    let tallies: Vec<Result<Vec<(usize, Tally)>>> = std::thread::scope(|scope| {
+    let tallies = on_threads(threads, cells.len(), |i| {
+        let mut rng = shapes::rng(seed, i as u64);
+        let mut tally = Tally::default();
+        for _ in 0..runs {
+            simulate(&cells[i], repetitions, &mut rng, &mut tally)?;
+        }
+        Ok(tally)
+    })?;
+    let merged_tallies = on_threads(threads, merged_cells.len(), |i| {
+        let mut rng = shapes::rng(seed, MERGED_STREAMS + i as u64);
+        let mut tally = merged::MergedTally::default();
+        for _ in 0..runs {
+            merged::simulate(&merged_cells[i], repetitions, &mut rng, &mut tally)?;
+        }
+        Ok(tally)
+    })?;
+    host.finish();
+    Ok(VerdictsBench {
+        rows: cells.into_iter().zip(tallies).collect(),
+        merged: merged_cells.into_iter().zip(merged_tallies).collect(),
+        runs,
+        seed,
+        repetitions,
+        seconds: started.elapsed().as_secs_f64(),
+        host,
+    })
+}
+
+/// The merged rows' random streams start here, past every cell's.
+const MERGED_STREAMS: u64 = 100_000;
+
+/// `work(i)` for every `i` below `n`, spread over `threads` threads; the results in order.
+fn on_threads<T: Send>(
+    threads: usize,
+    n: usize,
+    work: impl Fn(usize) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let done: Vec<Result<Vec<(usize, T)>>> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|worker| {
-                let cells = &cells;
+                let work = &work;
                 scope.spawn(move || {
-                    (worker..cells.len())
+                    (worker..n)
                         .step_by(threads)
-                        .map(|i| {
-                            let mut rng = shapes::rng(seed, i as u64);
-                            let mut tally = Tally::default();
-                            for _ in 0..runs {
-                                simulate(&cells[i], repetitions, &mut rng, &mut tally)?;
-                            }
-                            Ok((i, tally))
-                        })
+                        .map(|i| Ok((i, work(i)?)))
                         .collect()
                 })
             })
@@ -145,25 +187,16 @@ pub fn verdicts(runs: usize, seed: u64) -> Result<VerdictsBench> {
             .map(|w| w.join().expect("a bench thread panicked"))
             .collect()
     });
-    let mut rows: Vec<Option<Tally>> = vec![None; cells.len()];
-    for worker in tallies {
-        for (i, tally) in worker? {
-            rows[i] = Some(tally);
+    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    for worker in done {
+        for (i, t) in worker? {
+            out[i] = Some(t);
         }
     }
-    host.finish();
-    Ok(VerdictsBench {
-        rows: cells
-            .into_iter()
-            .zip(rows)
-            .map(|(c, t)| (c, t.expect("every cell ran")))
-            .collect(),
-        runs,
-        seed,
-        repetitions,
-        seconds: started.elapsed().as_secs_f64(),
-        host,
-    })
+    Ok(out
+        .into_iter()
+        .map(|t| t.expect("every cell ran"))
+        .collect())
 }
 
 /// One comparison of `cell`, as the runner makes it, added to `tally`.
@@ -173,48 +206,8 @@ fn simulate(
     rng: &mut shapes::Rng,
     tally: &mut Tally,
 ) -> Result<()> {
-    let names: Vec<String> = (0..cell.arms)
-        .map(|i| {
-            if i == 0 {
-                "base".to_string()
-            } else {
-                format!("v{i}")
-            }
-        })
-        .collect();
-    let mut c = Comparison::new("bench", names.iter().cloned())?;
-    c.add_metric(
-        METRIC,
-        "",
-        Direction::Neutral,
-        cell.shape.declared_magnitude(),
-    )?;
-    c.set_range(METRIC, cell.shape.range())?;
-    c.make_primary(METRIC, None)?;
-    // As the runner does: the default cap raised to the boots SAME needs on the metric.
-    let repetitions = repetitions.reaching(c.same_min_boots());
-    c.set_plan(Plan::looks(repetitions.looks()));
     let host = cell.shape.host(rng);
-    let mut have = vec![0; cell.arms];
-    let mut active: Vec<usize> = (0..cell.arms).collect();
-    let mut target = repetitions.initial();
-    loop {
-        for &arm in &active {
-            while have[arm] < target {
-                let value = if arm == 0 {
-                    cell.shape.draw(rng, host, Truth::Magnitudes(0.0))
-                } else {
-                    cell.shape.draw_variant(rng, host, cell.truth)
-                };
-                c.add_sample(METRIC, &names[arm], value)?;
-                have[arm] += 1;
-            }
-        }
-        match DecisionPoint::after_stage(&c, repetitions, Until::Verdict, &have).1 {
-            Some((next, n)) => (active, target) = (next, n),
-            None => break,
-        }
-    }
+    let (c, have) = run_once(cell, repetitions, host, rng)?;
     let true_mean = cell.shape.mean_difference(host, cell.truth);
     let true_shift = (cell.shape.shifts() || cell.truth.size() == 0.0)
         .then(|| cell.truth.size() * cell.shape.magnitude());
@@ -249,6 +242,65 @@ fn simulate(
     Ok(())
 }
 
+/// The simulated comparison's empty definition: `cell`'s arms and primary metric.
+pub(super) fn definition(cell: &Cell) -> Result<Comparison> {
+    let names = (0..cell.arms).map(arm_name);
+    let mut c = Comparison::new("bench", names)?;
+    c.add_metric(
+        METRIC,
+        "",
+        Direction::Neutral,
+        cell.shape.declared_magnitude(),
+    )?;
+    c.set_range(METRIC, cell.shape.range())?;
+    c.make_primary(METRIC, None)?;
+    Ok(c)
+}
+
+/// Arm `i`'s column: the base, then `v1`, `v2`.
+pub(super) fn arm_name(i: usize) -> String {
+    if i == 0 {
+        "base".to_string()
+    } else {
+        format!("v{i}")
+    }
+}
+
+/// One comparison of `cell` on `host`, staged and decided as the runner does: the comparison
+/// and the boots each arm took.
+pub(super) fn run_once(
+    cell: &Cell,
+    repetitions: Repetitions,
+    host: shapes::Host,
+    rng: &mut shapes::Rng,
+) -> Result<(Comparison, Vec<usize>)> {
+    let mut c = definition(cell)?;
+    // As the runner does: the default cap raised to the boots SAME needs on the metric.
+    let repetitions = repetitions.reaching(c.same_min_boots());
+    c.set_plan(Plan::looks(repetitions.looks()));
+    let mut have = vec![0; cell.arms];
+    let mut active: Vec<usize> = (0..cell.arms).collect();
+    let mut target = repetitions.initial();
+    loop {
+        for &arm in &active {
+            while have[arm] < target {
+                let value = if arm == 0 {
+                    cell.shape.draw(rng, host, Truth::Magnitudes(0.0))
+                } else {
+                    cell.shape.draw_variant(rng, host, cell.truth)
+                };
+                c.add_sample(METRIC, &arm_name(arm), value)?;
+                have[arm] += 1;
+            }
+        }
+        match DecisionPoint::after_stage(&c, repetitions, Until::Verdict, &have).1 {
+            Some((next, n)) => (active, target) = (next, n),
+            None => break,
+        }
+    }
+    Ok((c, have))
+}
+
 /// A rate as a percentage with `digits` decimals, `-` for none.
 fn pct(rate: f64, digits: usize) -> String {
     if rate.is_nan() {
@@ -268,10 +320,20 @@ impl VerdictsBench {
                 .iter()
                 .filter(move |(c, _)| c.truth == Truth::Magnitudes(k) && c.shape.held_to_targets())
         };
+        let merged_at = |k: f64| {
+            self.merged
+                .iter()
+                .filter(move |(c, _)| c.truth == Truth::Magnitudes(k) && c.shape.held_to_targets())
+        };
         let false_different = at(0.0)
             .map(|(_, t)| t.false_different())
+            .chain(merged_at(0.0).map(|(_, t)| Tally::rate(t.any_different, t.runs)))
             .fold(0.0, f64::max);
-        let false_same = at(1.5).map(|(_, t)| t.same()).fold(0.0, f64::max);
+        let false_same = at(1.5)
+            .map(|(_, t)| t.same())
+            .chain(merged_at(1.5).map(|(_, t)| Tally::rate(t.same, t.decisions)))
+            .filter(|r| !r.is_nan())
+            .fold(0.0, f64::max);
         let s1 = self
             .rows
             .iter()
@@ -284,6 +346,42 @@ impl VerdictsBench {
             s1.different(),
             s1.boots_per_variant(),
         )
+    }
+
+    /// The merged rows: a run again on UNKNOWN, and the merge of both records.
+    fn render_merged(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "\nre-run while a verdict is UNKNOWN and the two records merged (`lab report merge`: \
+             each run's looks, then one more at all the boots), one variant"
+        );
+        let _ = writeln!(
+            out,
+            "{:<16} {:>6} {:>7} {:>10} {:>9} {:>7}",
+            "shape", "change", "merged", "false DIFF", "DIFFERENT", "SAME"
+        );
+        for (cell, t) in &self.merged {
+            let false_different = if cell.truth == Truth::Magnitudes(0.0) {
+                pct(Tally::rate(t.any_different, t.runs), 2)
+            } else {
+                "-".to_string()
+            };
+            let _ = writeln!(
+                out,
+                "{:<16} {:>6} {:>7} {:>10} {:>9} {:>7}",
+                cell.shape.name(),
+                cell.truth.label(),
+                pct(Tally::rate(t.merged, t.runs), 1),
+                false_different,
+                pct(Tally::rate(t.different, t.decisions), 1),
+                pct(Tally::rate(t.same, t.decisions), 1),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "merged: runs run again; false DIFF: the first run or the merge DIFFERENT, no \
+             change; DIFFERENT, SAME: of the merges' decisions"
+        );
     }
 
     /// How often S1 with 5% of the other boots moved was DIFFERENT within `QUICK_BOOTS` boots
@@ -353,6 +451,7 @@ impl VerdictsBench {
                 pct(Tally::rate(t.mean_covered, t.mean_checked), 1),
             );
         }
+        self.render_merged(&mut out);
         let (false_different, false_same, s1_different, s1_boots) = self.worst();
         let unbounded_same = self
             .rows

@@ -14,6 +14,35 @@ use crate::cache::{push_entries, Cache};
 use crate::debian::update_default_lock;
 use crate::topology::Topology;
 
+/// `lab run`: boots, runs the command, prints what it wrote (escaped on a terminal, with
+/// what was past the bound said), writes the timings; the command's exit code.
+async fn run_command(
+    request: crate::run::Request,
+    timings: Option<&std::path::Path>,
+) -> Result<i32> {
+    if !request.devices.is_empty() {
+        device_model::build()?;
+    }
+    let outcome = crate::run::run(request).await?;
+    for line in &outcome.devices {
+        eprintln!("lab: {line}");
+    }
+    super::terminal::write(&mut std::io::stdout(), &outcome.stdout)?;
+    super::terminal::write(&mut std::io::stderr(), &outcome.stderr)?;
+    if outcome.dropped > 0 {
+        eprintln!(
+            "lab: the command wrote {} bytes past the {} MiB a stream the lab keeps; they are \
+             not shown",
+            outcome.dropped,
+            crate::guest::OUTPUT_KEPT >> 20
+        );
+    }
+    if let Some(path) = timings {
+        outcome.timings.write_json(path)?;
+    }
+    Ok(outcome.exit_code)
+}
+
 /// Runs one verb; its exit code. Runs on the main thread (`block_on`), which `lab test` needs
 /// (see [`crate::nextest::test_suite`]).
 pub(super) async fn run(cli: Cli, started: Instant) -> Result<i32> {
@@ -61,27 +90,7 @@ pub(super) async fn run(cli: Cli, started: Instant) -> Result<i32> {
                 command,
                 timeout: Duration::from_secs(timeout),
             };
-            if !request.devices.is_empty() {
-                device_model::build()?;
-            }
-            let outcome = crate::run::run(request).await?;
-            for line in &outcome.devices {
-                eprintln!("lab: {line}");
-            }
-            super::terminal::write(&mut std::io::stdout(), &outcome.stdout)?;
-            super::terminal::write(&mut std::io::stderr(), &outcome.stderr)?;
-            if outcome.dropped > 0 {
-                eprintln!(
-                    "lab: the command wrote {} bytes past the {} MiB a stream the lab keeps; \
-                     they are not shown",
-                    outcome.dropped,
-                    crate::guest::OUTPUT_KEPT >> 20
-                );
-            }
-            if let Some(path) = timings {
-                outcome.timings.write_json(&path)?;
-            }
-            return Ok(outcome.exit_code);
+            return run_command(request, timings.as_deref()).await;
         }
         Cmd::Bench {
             command,

@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use super::{Comparison, Manifest, Outputs, Picture, RunRecord};
+use crate::stats::Plan;
 
 /// The key a merged boot's details get: the record it came from (to find its raw files).
 pub(crate) const SOURCE_KEY: &str = "merged_from";
@@ -341,6 +342,9 @@ pub(crate) fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Res
             definition.make_primary(&m.name, None)?;
         }
     }
+    if splitting.is_empty() {
+        definition.set_plan(further_look(records));
+    }
     let mut merged = RunRecord::new(definition, merged_manifest(records))?;
     let mut failures = Vec::new();
     for (path, r) in records {
@@ -369,6 +373,49 @@ pub(crate) fn merge(records: &[(PathBuf, RunRecord)], group_by: &[Field]) -> Res
         merged.failure = Some(failures.join("; "));
     }
     Ok(merged)
+}
+
+/// The plan of records merged one after the other: each record's looks (or, for a fixed count,
+/// its one look at all its boots) in the merged order, then one more at all the boots. Each
+/// record spent its 1% at its own looks; deciding the merge on the whole 1% at one look again
+/// let a comparison re-run while UNKNOWN and merged err in 2.5% of runs (issue V3). Counted
+/// as one sequential run's looks, the merge's own look gets its share of one 1%, as a run
+/// planned that long from its first boot would have.
+fn further_look(records: &[(PathBuf, RunRecord)]) -> Plan {
+    let parts: Vec<(Vec<usize>, usize)> = records
+        .iter()
+        .map(|(_, r)| {
+            let per_variant = r
+                .comparison()
+                .variants()
+                .iter()
+                .map(|v| r.boots().iter().filter(|b| &b.variant == v).count())
+                .filter(|&n| n > 0);
+            let n = per_variant.min().unwrap_or(0);
+            (r.comparison().plan().looks.clone(), n)
+        })
+        .collect();
+    stacked(&parts)
+}
+
+/// The plan of runs stacked in order, each given as (its plan's looks, the boots a side all of
+/// its variants reached): [`further_look`]'s, and `lab bench verdicts`' merged rows'.
+pub(crate) fn stacked(parts: &[(Vec<usize>, usize)]) -> Plan {
+    let mut looks = Vec::new();
+    let mut offset = 0;
+    for (own, n) in parts {
+        let own: Vec<usize> = if own.is_empty() {
+            vec![*n]
+        } else {
+            own.iter().copied().filter(|&t| t <= *n).collect()
+        };
+        looks.extend(own.into_iter().filter(|&t| t > 0).map(|t| offset + t));
+        offset += n;
+    }
+    if looks.last() != Some(&offset) && offset > 0 {
+        looks.push(offset);
+    }
+    Plan::looks(looks)
 }
 
 /// Variants, metric names, units, directions, magnitudes, ranges and primaries must agree.
@@ -503,6 +550,43 @@ mod tests {
             results.join(crate::names::sanitize(merged.record.comparison().name()))
         );
         assert!(merged.outputs.table.is_file());
+    }
+
+    #[test]
+    fn a_merge_is_a_further_look_of_its_records() {
+        // Each record's looks in the merged order, then one at all the boots: adaptive runs
+        // (5, 7, 9, 10) stack; a fixed count is one look at its boots.
+        let adaptive = vec![5, 7, 9, 10];
+        assert_eq!(
+            stacked(&[(adaptive.clone(), 10), (adaptive.clone(), 10)]).looks,
+            [5, 7, 9, 10, 15, 17, 19, 20]
+        );
+        assert_eq!(stacked(&[(vec![], 20), (vec![], 20)]).looks, [20, 40]);
+        // A run stopped before its cap left its later looks unspent.
+        assert_eq!(stacked(&[(adaptive, 7), (vec![], 6)]).looks, [5, 7, 13]);
+        // The issue's record: 40 boots a side from two fixed runs of 20, 30% of the base's
+        // boots and 70% of the variant's at 100, the rest at 0: DIFFERENT on the merge's look.
+        let mut c = Comparison::new("modes", ["base", "v"]).unwrap();
+        c.add_metric("x", "%", crate::report::Direction::Neutral, 20.0)
+            .unwrap();
+        c.set_range("x", crate::stats::Range::PERCENT).unwrap();
+        c.make_primary("x", None).unwrap();
+        for i in 0..40 {
+            let high = |share: usize| if i % 10 < share { 100.0 } else { 0.0 };
+            c.add_sample("x", "base", high(3)).unwrap();
+            c.add_sample("x", "v", high(7)).unwrap();
+        }
+        c.set_plan(stacked(&[(vec![], 20), (vec![], 20)]));
+        let v = c.verdict("x", "v").unwrap();
+        assert_eq!(v.decision, crate::stats::Decision::Different, "{v:?}");
+        // Merged from two adaptive runs that each reached 20, the merge's look has less of the
+        // 1%: the same boots are not enough.
+        c.set_plan(stacked(&[
+            (vec![5, 7, 9, 14, 19, 20], 20),
+            (vec![5, 7, 9, 14, 19, 20], 20),
+        ]));
+        let v = c.verdict("x", "v").unwrap();
+        assert_ne!(v.decision, crate::stats::Decision::Different, "{v:?}");
     }
 
     #[test]
