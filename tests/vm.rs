@@ -479,3 +479,47 @@ fn a_signal_during_a_boot_leaves_no_guest_and_no_temporary_directory() {
         assert!(left.is_empty(), "{signal}: left in TMPDIR: {left:?}");
     }
 }
+
+/// SIGKILL cannot be handled: a killed `lab run` leaves its `lab-vm-*` directory, and the next
+/// lab to boot a guest with the same temporary directory removes it (its owner lock is free).
+#[test]
+fn a_killed_labs_scratch_directory_is_swept_by_the_next() {
+    use std::io::{BufRead, BufReader};
+    let Some(lab_bin) = common::lab_binary("sweeping a killed lab's directory") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(&lab_bin)
+        .args(["run", "--", "sleep", "600"])
+        .env("TMPDIR", tmp.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let booted = BufReader::new(child.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line.contains(" booted in "));
+    assert!(booted, "lab run ended before its guest booted");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = |tmp: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("lab-vm-"))
+            .collect()
+    };
+    let killed = left(tmp.path());
+    assert_eq!(killed.len(), 1, "{killed:?}");
+    let out = std::process::Command::new(&lab_bin)
+        .args(["run", "--", "true"])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(left(tmp.path()).is_empty(), "{:?}", left(tmp.path()));
+}

@@ -8,6 +8,7 @@
 pub(crate) mod delay;
 pub mod dtb;
 pub(crate) mod health;
+mod scratch;
 pub(crate) mod serial;
 pub(crate) mod settings;
 
@@ -64,7 +65,7 @@ pub struct Vm {
     // Dropped in this order: QEMU first, then devices, then the socket dir.
     qemu: Option<AsyncGroupChild>,
     devices: Vec<RunningDevice>,
-    _dir: tempfile::TempDir,
+    _dir: Scratch,
     /// The host CPU slots this guest holds, released after everything above is gone.
     host_slot: Option<crate::slots::SlotGuard>,
 }
@@ -166,7 +167,7 @@ pub(crate) fn qemu_args(spec: &VmSpec, dir: &Path) -> Vec<String> {
 /// device files) and its devices' host sides, started by the caller ([`crate::Lab::boot`]);
 /// the VM holds them until QEMU is gone.
 pub(crate) struct Attachments {
-    pub dir: tempfile::TempDir,
+    pub dir: Scratch,
     /// In spec order.
     pub devices: Vec<RunningDevice>,
     /// The host CPUs QEMU's threads start on (a pinned topology's housekeeping set).
@@ -191,10 +192,7 @@ pub(crate) fn housekeeping_cpus(spec: &VmSpec) -> Result<Option<Vec<u32>>> {
     Ok(housekeeping)
 }
 
-/// A new private directory for a guest's sockets and device files.
-pub(crate) fn scratch_dir() -> Result<tempfile::TempDir> {
-    Ok(tempfile::Builder::new().prefix("lab-vm-").tempdir()?)
-}
+pub(crate) use scratch::{scratch_dir, Scratch};
 
 impl Vm {
     /// Starts QEMU with the devices attached and waits until the guest agent is ready. The VM
