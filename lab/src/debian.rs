@@ -565,4 +565,6 @@ pub(crate) fn upstream_series(version: &str) -> String {
 }
 
 #[cfg(test)]
+mod chain_tests;
+#[cfg(test)]
 mod tests;
