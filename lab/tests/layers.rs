@@ -13,7 +13,7 @@
 //!    a crate's own binary runs too (`cli::main_with`); nothing below may use it.
 //!
 //! `main.rs` is the binary (one call into `cli`) and is not read here. Unit tests
-//! (`#[cfg(test)]` modules and their `tests.rs` files) are not part of the library: they may use
+//! (`#[cfg(test)]` modules and their `tests.rs` or `*_tests.rs` files) are not part of the library: they may use
 //! the test helpers of any layer (`skip`'s visible skips), as the integration tests do.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -173,7 +173,10 @@ fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let module = module_of(src, &path);
                 if BINARY.contains(&module.as_str())
-                    || path.file_name().is_some_and(|n| n == "tests.rs")
+                    || path.file_name().is_some_and(|n| {
+                        let n = n.to_string_lossy();
+                        n == "tests.rs" || n.ends_with("_tests.rs")
+                    })
                 {
                     continue;
                 }
