@@ -436,24 +436,12 @@ fn a_flooding_guest_is_kept_to_the_bound() {
 /// temporary directory (issue W2; before, each interrupted run left one in `/tmp`).
 #[test]
 fn a_signal_during_a_boot_leaves_no_guest_and_no_temporary_directory() {
-    use std::io::{BufRead, BufReader};
     let Some(lab_bin) = common::lab_binary("a signalled lab run") else {
         return;
     };
     for (signal, code) in [("-INT", 130), ("-TERM", 143)] {
         let tmp = tempfile::tempdir().unwrap();
-        let mut child = std::process::Command::new(&lab_bin)
-            .args(["run", "--", "sleep", "600"])
-            .env("TMPDIR", tmp.path())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
-        let booted = stderr
-            .by_ref()
-            .map_while(Result::ok)
-            .any(|line| line.contains(" booted in "));
-        assert!(booted, "lab run ended before its guest booted");
+        let (mut child, stderr) = booted_lab_run(&lab_bin, tmp.path());
         let below = descendants(child.id());
         assert!(!below.is_empty(), "no QEMU below lab run");
         std::process::Command::new("kill")
@@ -484,22 +472,11 @@ fn a_signal_during_a_boot_leaves_no_guest_and_no_temporary_directory() {
 /// lab to boot a guest with the same temporary directory removes it (its owner lock is free).
 #[test]
 fn a_killed_labs_scratch_directory_is_swept_by_the_next() {
-    use std::io::{BufRead, BufReader};
     let Some(lab_bin) = common::lab_binary("sweeping a killed lab's directory") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(&lab_bin)
-        .args(["run", "--", "sleep", "600"])
-        .env("TMPDIR", tmp.path())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let booted = BufReader::new(child.stderr.take().unwrap())
-        .lines()
-        .map_while(Result::ok)
-        .any(|line| line.contains(" booted in "));
-    assert!(booted, "lab run ended before its guest booted");
+    let (mut child, _stderr) = booted_lab_run(&lab_bin, tmp.path());
     child.kill().unwrap();
     child.wait().unwrap();
     let left = |tmp: &std::path::Path| -> Vec<String> {
@@ -522,4 +499,29 @@ fn a_killed_labs_scratch_directory_is_swept_by_the_next() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(left(tmp.path()).is_empty(), "{:?}", left(tmp.path()));
+}
+
+/// `lab run -- sleep 600` with `tmp` as its temporary directory, once its guest booted; the
+/// rest of its standard error.
+fn booted_lab_run(
+    lab_bin: &std::path::Path,
+    tmp: &std::path::Path,
+) -> (
+    std::process::Child,
+    std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
+) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(lab_bin)
+        .args(["run", "--", "sleep", "600"])
+        .env("TMPDIR", tmp)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let booted = stderr
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|line| line.contains(" booted in "));
+    assert!(booted, "lab run ended before its guest booted");
+    (child, stderr)
 }
