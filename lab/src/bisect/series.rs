@@ -182,7 +182,18 @@ pub(crate) fn from_git(
         let subject = git(&["log", "-1", "--format=%s", commit])?
             .trim()
             .to_string();
-        let diff = git(&["diff", "--full-index", "--no-renames", &parent, commit])?;
+        // Plain diffs whatever the tree's attributes or the user's config say: no external diff
+        // program or text conversion runs (a tree's `.gitattributes` names them), no colour.
+        let diff = git(&[
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            "--full-index",
+            "--no-renames",
+            &parent,
+            commit,
+        ])?;
         let file = format!("{:02}-{}.patch", i + 1, &commit[..12]);
         let text =
             format!("From {commit} Mon Sep 17 00:00:00 2001\nSubject: {subject}\n\n---\n{diff}");
@@ -367,8 +378,16 @@ mod tests {
             git(&["commit", "-q", "-m", &format!("change {}", i + 1)]);
             trees.push(git(&["rev-parse", "HEAD^{tree}"]).trim().to_string());
         }
+        // A hostile tree's config and attributes ask for an external diff program and a text
+        // conversion: neither may run, and the patches stay plain.
+        let marker = dir.path().join("ran");
+        let run = format!("sh -c 'touch {}'", marker.display());
+        git(&["config", "diff.external", &run]);
+        git(&["config", "diff.conv.textconv", &run]);
+        fs::write(repo.join(".git/info/attributes"), "* diff=conv\n").unwrap();
         let dirs = RecipeDirs::at(dir.path().join("kernels"));
         let (good, changes) = from_git(&repo, "HEAD~3", "HEAD", &dirs).unwrap();
+        assert!(!marker.exists(), "git ran a program the tree named");
         assert_eq!(good.len(), 40);
         assert_eq!(changes.len(), 3);
         assert_eq!(changes[2].subject, "change 3");
