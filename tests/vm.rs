@@ -525,3 +525,24 @@ fn booted_lab_run(
     assert!(booted, "lab run ended before its guest booted");
     (child, stderr)
 }
+
+/// A comma in the temporary directory (where the guest's sockets go) reaches QEMU's option
+/// strings doubled, as QEMU escapes it: the guest boots (issue W2; before, QEMU refused the
+/// rest of the path as an unknown option).
+#[test]
+fn a_comma_in_the_temporary_directory_does_not_split_qemus_options() {
+    let Some(lab_bin) = common::lab_binary("a comma in TMPDIR") else {
+        return;
+    };
+    let top = tempfile::tempdir().unwrap();
+    let tmp = top.path().join("a,b=c");
+    std::fs::create_dir(&tmp).unwrap();
+    let out = std::process::Command::new(&lab_bin)
+        .args(["run", "--", "echo", "up"])
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "up\n");
+}

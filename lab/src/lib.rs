@@ -116,6 +116,13 @@ pub fn repo_path(relative: &str) -> std::path::PathBuf {
     repo_root().join(relative)
 }
 
+/// `path` as a value in a QEMU option string (`path=...,id=...`): a comma doubled, which is how
+/// QEMU's option syntax escapes it. Undoubled, a comma in the temporary directory or the cache
+/// path ended the value and QEMU refused the rest as an unknown option.
+pub(crate) fn qemu_opt_path(path: &std::path::Path) -> String {
+    path.display().to_string().replace(',', ",,")
+}
+
 fn repo_root() -> std::path::PathBuf {
     if let Some(dir) = std::env::var_os("LAB_REPO_DIR").filter(|d| !d.is_empty()) {
         return std::path::PathBuf::from(dir);

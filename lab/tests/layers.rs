@@ -86,6 +86,7 @@ const ROOT_ITEMS: &[(&str, &str)] = &[
     ("repo_path", "lib"),
     ("from_archive", "lib"),
     ("ARCHIVE_MARKER", "lib"),
+    ("qemu_opt_path", "lib"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -80,7 +80,7 @@ impl Nvme {
                 "-drive".into(),
                 format!(
                     "file={},if=none,id={drive},format=raw,cache=unsafe",
-                    file.display()
+                    crate::qemu_opt_path(file)
                 ),
                 "-device".into(),
                 format!("nvme-ns,drive={drive},bus={id},nsid={}", ns + 1),

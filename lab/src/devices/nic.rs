@@ -77,8 +77,8 @@ impl Device for Nic {
                 "-netdev".into(),
                 format!(
                     "dgram,id={netdev},local.type=unix,local.path={},remote.type=unix,remote.path={}",
-                    qemus.display(),
-                    ours.display()
+                    crate::qemu_opt_path(&qemus),
+                    crate::qemu_opt_path(&ours)
                 ),
                 "-device".into(),
                 format!(

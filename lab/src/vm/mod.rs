@@ -150,13 +150,19 @@ pub(crate) fn qemu_args(spec: &VmSpec, dir: &Path) -> Vec<String> {
         "-serial".into(),
         "chardev:console".into(),
         "-chardev".into(),
-        format!("socket,id=qmp,path={}", dir.join("qmp.sock").display()),
+        format!(
+            "socket,id=qmp,path={}",
+            crate::qemu_opt_path(&dir.join("qmp.sock"))
+        ),
         "-mon".into(),
         "chardev=qmp,mode=control".into(),
         "-device".into(),
         "virtio-serial-pci,id=agentbus".into(),
         "-chardev".into(),
-        format!("socket,id=agent,path={}", dir.join("agent.sock").display()),
+        format!(
+            "socket,id=agent,path={}",
+            crate::qemu_opt_path(&dir.join("agent.sock"))
+        ),
         "-device".into(),
         "virtserialport,bus=agentbus.0,chardev=agent,name=lab.agent".into(),
     ]);
