@@ -272,7 +272,9 @@ impl Vm {
                     tail: console.tail_text(),
                 }.into()),
             },
-            state = console.dead() => Err(panicked(&name, &console, state).await),
+            // A console that merely closed waits for QEMU's exit, whose error quotes QEMU's own
+            // words (a command line QEMU refused read "console closed" alone).
+            state @ ConsoleState::Panicked(_) = console.dead() => Err(panicked(&name, &console, state).await),
             status = child.child.wait() => Err(exited(&name, &console, status, stderr_task, &stderr_log).await),
         };
         let (qmp, guest, hello) = outcome?;
