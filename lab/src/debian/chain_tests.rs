@@ -4,23 +4,13 @@
 //! signed by a key the lab does not trust, one whose `Release` is not signed at all, a `.deb`
 //! changed after it was indexed, and a `.deb` that is not the one the lock pinned.
 
-use super::test_repo::{missing_tool, TestDeb, TestRepo};
+use super::test_repo::{TestDeb, TestRepo};
 use super::{Archive, PackageRef};
 use crate::cache::Cache;
 
 /// The repository's tools, or a visible skip naming the missing one.
 fn tools_here() -> bool {
-    match missing_tool() {
-        None => true,
-        Some(tool) => {
-            crate::skip::host_lacks(
-                "a hostile Debian repository",
-                &format!("no `{tool}` to build and read it"),
-                "Install dpkg, gpg and apt (`apt-get install dpkg gpg apt`).",
-            );
-            false
-        }
-    }
+    super::test_repo::tools_here("a hostile Debian repository")
 }
 
 fn one_package(work: &std::path::Path) -> TestRepo {

@@ -63,6 +63,23 @@ pub fn missing_tool() -> Option<&'static str> {
         })
 }
 
+/// Whether the repository's tools are here; otherwise a visible skip of `part` naming the
+/// missing one.
+#[cfg(test)]
+pub(crate) fn tools_here(part: &str) -> bool {
+    match missing_tool() {
+        None => true,
+        Some(tool) => {
+            crate::skip::host_lacks(
+                part,
+                &format!("no `{tool}` to build and read it"),
+                "Install dpkg, gpg and apt (`apt-get install dpkg gpg apt`).",
+            );
+            false
+        }
+    }
+}
+
 impl TestRepo {
     /// Builds the repository under `work` with `debs`, every suite the lab reads present for
     /// `archs` (empty where it serves nothing).

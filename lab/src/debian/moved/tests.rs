@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::super::test_repo::{missing_tool, TestDeb, TestRepo};
+use super::super::test_repo::{TestDeb, TestRepo};
 use super::super::{
     recorded_resolution, resolve_bundle_as, Archive, LockFile, LockedBundle, PackageRef,
 };
@@ -12,17 +12,7 @@ use crate::cache::Cache;
 
 /// The repository's tools, or a visible skip naming the missing one.
 fn tools_here() -> bool {
-    match missing_tool() {
-        None => true,
-        Some(tool) => {
-            crate::skip::host_lacks(
-                "a test Debian repository",
-                &format!("no `{tool}` to build and read it"),
-                "Install dpkg, gpg and apt (`apt-get install dpkg gpg apt`).",
-            );
-            false
-        }
-    }
+    super::super::test_repo::tools_here("a test Debian repository")
 }
 
 fn deb(
