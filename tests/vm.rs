@@ -67,6 +67,24 @@ async fn command_timeout_is_an_error_and_the_vm_is_gone_after_drop() {
     let lab = common::lab().await;
     let vm = lab.boot(BootOptions::named("vm-timeout")).await.unwrap();
     let pid = vm.qemu_pid;
+    // QEMU gets an allow-listed environment: nothing of the test runner's cargo variables.
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let names: Vec<String> = environ
+        .split(|&b| b == 0)
+        .filter_map(|e| {
+            String::from_utf8_lossy(e)
+                .split('=')
+                .next()
+                .map(str::to_string)
+        })
+        .filter(|n| !n.is_empty())
+        .collect();
+    assert!(names.iter().any(|n| n == "PATH"), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("CARGO")),
+        "QEMU's environment: {names:?}"
+    );
     let start = Instant::now();
     let err = vm
         .guest()

@@ -290,7 +290,7 @@ fn programs_layer(scratch: &Path) -> Result<layout::LayerSpec> {
 /// where `strip` fails the binary goes in whole, with a warning.
 fn strip_into(from: &Path, to: &Path) -> Result<()> {
     let out = crate::process::output(
-        std::process::Command::new("strip")
+        crate::process::command("strip")
             .arg("--strip-debug")
             .arg("-o")
             .arg(to)

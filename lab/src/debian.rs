@@ -31,7 +31,6 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context, Result};
@@ -256,7 +255,7 @@ impl Archive {
     }
 
     fn apt_in(&self, tool: &str, args: &[&str], cwd: Option<&Path>) -> Result<String> {
-        let mut cmd = Command::new(tool);
+        let mut cmd = crate::process::command(Path::new(DPKG_TOOLS).join(tool));
         cmd.args(self.options()).args(args);
         if let Some(dir) = cwd {
             cmd.current_dir(dir);
@@ -300,7 +299,7 @@ impl Archive {
         let mut args = vec!["show", "--no-all-versions", "-q"];
         args.extend(specs.iter().map(String::as_str));
         // apt-cache exits non-zero when any one is missing but still prints the others.
-        let mut cmd = Command::new("apt-cache");
+        let mut cmd = crate::process::command(Path::new(DPKG_TOOLS).join("apt-cache"));
         cmd.args(self.options()).args(&args);
         let out = crate::process::output(&mut cmd).context("running apt-cache")?;
         let text = String::from_utf8_lossy(&out.stdout);
@@ -524,12 +523,21 @@ fn simulated_installs(
     Ok(installs)
 }
 
+/// Where apt and dpkg are run from: the system's, never the first of their names on `PATH`
+/// (a directory a user controls, ahead in a root lab's `PATH`, would get to run as root).
+const DPKG_TOOLS: &str = "/usr/bin";
+
 /// Unpacks a `.deb`'s data into `dest` (no maintainer scripts run), without its setuid, setgid
 /// and world-writable bits (`dpkg-deb -x` keeps them: trixie's `passwd` is setuid root).
 pub(crate) fn extract_deb(deb: &Path, dest: &Path) -> Result<()> {
     fs::create_dir_all(dest)?;
-    let out = crate::process::output(Command::new("dpkg-deb").arg("-x").arg(deb).arg(dest))
-        .context("running dpkg-deb")?;
+    let out = crate::process::output(
+        crate::process::command(Path::new(DPKG_TOOLS).join("dpkg-deb"))
+            .arg("-x")
+            .arg(deb)
+            .arg(dest),
+    )
+    .context("running dpkg-deb")?;
     if !out.status.success() {
         bail!(
             "dpkg-deb -x {} failed: {}",

@@ -493,7 +493,7 @@ fn add_busybox_applets(
         debian::extract_deb(&deb, scratch)?;
         scratch.join("usr/bin/busybox")
     };
-    let out = crate::process::output(std::process::Command::new(&lister).arg("--list-full"))
+    let out = crate::process::output(crate::process::command(&lister).arg("--list-full"))
         .context("listing busybox applets")?;
     for applet in String::from_utf8_lossy(&out.stdout).lines() {
         // "bin/sh", "usr/sbin/chroot", ...: put them all under usr/ (merged /usr).

@@ -331,6 +331,64 @@ impl Drop for AsyncGroupChild {
     }
 }
 
+/// The variables a tool the lab starts ([`command`]) keeps from the lab's environment: where
+/// programs are, who and where the user is, language and time zone, a temporary directory, and
+/// the proxy and CA settings a download needs. Everything else stays with the lab: a registry's
+/// settings, `GIT_DIR` or `KBUILD_OUTPUT` that would redirect a tool, variables a hostile kernel
+/// tree's Kbuild or a patched QEMU could read (issue W2).
+const KEPT_VARIABLES: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+    // The device model's log filter (lab-dma).
+    "LAB_DMA_LOG",
+];
+
+/// Whether a tool the lab starts keeps the variable `name`: [`KEPT_VARIABLES`], `LC_*`, and the
+/// test suite's hooks (`LAB_TEST_*`, `*_TEST_MARK`: the kill tests find what outlived a lab by
+/// the marker in each process's environment; they carry nothing secret).
+fn kept_variable(name: &std::ffi::OsStr) -> bool {
+    name.to_str().is_some_and(|n| {
+        KEPT_VARIABLES.contains(&n)
+            || n.starts_with("LC_")
+            || n.starts_with("LAB_TEST_")
+            || n.ends_with("_TEST_MARK")
+    })
+}
+
+/// A `Command` for `program` with only the allow-listed part of the lab's environment
+/// ([`KEPT_VARIABLES`]); what the caller adds with `env` afterwards is kept. For QEMU, the
+/// device models, make, git, patch, tar, apt and dpkg: tools that run what the lab took from
+/// outside. Cargo and the lab itself keep the whole environment (toolchains, registries and
+/// the user's cargo settings are read from it); the registry password is never in it
+/// (`cache::remote::keep_password_from_children`).
+pub(crate) fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env_clear()
+        .envs(std::env::vars_os().filter(|(name, _)| kept_variable(name)));
+    cmd
+}
+
 /// The variables `cargo run` sets for the program it starts (`CARGO_MANIFEST_DIR`,
 /// `CARGO_PKG_*`, the lab's build-script `OUT_DIR`, ...), found among `names`. Left in the
 /// environment of the cargo that `lab test` starts, they change how some dependencies' build
@@ -367,6 +425,33 @@ pub fn without_cargo_run_env(cmd: &mut Command) -> &mut Command {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tool started through [`command`] sees the allow-listed variables and what the caller
+    /// set, nothing else of the lab's environment (cargo and nextest give a test process
+    /// `CARGO_MANIFEST_DIR` and more: they must not reach the child).
+    #[test]
+    fn a_tool_gets_only_the_allow_listed_environment() {
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+        let out = output(command("env").arg("-0").env("LAB_SET_BY_CALLER", "1")).unwrap();
+        assert!(out.status.success());
+        let names: Vec<String> = out
+            .stdout
+            .split(|&b| b == 0)
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| {
+                let entry = String::from_utf8_lossy(entry);
+                entry.split('=').next().unwrap_or_default().to_string()
+            })
+            .collect();
+        assert!(names.iter().any(|n| n == "PATH"), "{names:?}");
+        assert!(names.iter().any(|n| n == "LAB_SET_BY_CALLER"), "{names:?}");
+        for name in &names {
+            assert!(
+                name == "LAB_SET_BY_CALLER" || kept_variable(std::ffi::OsStr::new(name)),
+                "{name} reached the child: {names:?}"
+            );
+        }
+    }
 
     #[test]
     fn the_variables_cargo_run_sets_for_the_lab_do_not_reach_its_cargo() {

@@ -66,13 +66,13 @@ impl Qemu {
     pub(crate) fn command(&self) -> Command {
         let mut cmd = match &self.loader {
             Some(loader) => {
-                let mut c = Command::new(&loader.ld_so);
+                let mut c = crate::process::command(&loader.ld_so);
                 c.arg("--library-path")
                     .arg(&loader.library_path)
                     .arg(&self.binary);
                 c
             }
-            None => Command::new(&self.binary),
+            None => crate::process::command(&self.binary),
         };
         if let Some(dir) = &self.module_dir {
             cmd.env("QEMU_MODULE_DIR", dir);

@@ -9,7 +9,6 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -137,8 +136,13 @@ pub(crate) fn from_git(
     dirs: &RecipeDirs,
 ) -> Result<(String, Vec<Change>)> {
     let git = |args: &[&str]| -> Result<String> {
-        let out = crate::process::output(Command::new("git").arg("-C").arg(repo).args(args))
-            .with_context(|| format!("running git in {}", repo.display()))?;
+        let out = crate::process::output(
+            crate::process::command("git")
+                .arg("-C")
+                .arg(repo)
+                .args(args),
+        )
+        .with_context(|| format!("running git in {}", repo.display()))?;
         if !out.status.success() {
             bail!(
                 "git {} in {}: {}",
@@ -299,6 +303,7 @@ fn slug(subject: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     fn message(n: usize, of: usize, subject: &str, file: &str) -> String {
         format!(

@@ -3,7 +3,7 @@
 //! The binary is found, never built here ([`locate`]).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use super::{Attached, Attachment, Device, GuestDriver, HostPart};
 use std::time::Duration;
@@ -71,7 +71,7 @@ impl Engine {
         let stderr_path = log_dir.join(format!("dev{index}-{}.stderr.log", self.driver()));
         let stderr = std::fs::File::create(&stderr_path)
             .with_context(|| format!("creating {}", stderr_path.display()))?;
-        let mut cmd = Command::new(binary);
+        let mut cmd = crate::process::command(binary);
         cmd.arg("--socket")
             .arg(&socket)
             .args(self.args())

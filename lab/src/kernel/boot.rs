@@ -229,7 +229,7 @@ fn debian_kernel(cache: &Cache, arch: Arch) -> Result<BootKernel> {
             .context("the Debian kernel package has no modules")?
             .file_name();
         let status = crate::process::status(
-            std::process::Command::new("depmod")
+            crate::process::command("depmod")
                 .arg("-b")
                 .arg(dir)
                 .arg(&release),

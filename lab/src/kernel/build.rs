@@ -15,7 +15,6 @@
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
@@ -569,11 +568,11 @@ impl Builder<'_, '_> {
     fn make(&mut self, tree: &Path, targets: &[&str], label: &str) -> Result<u64> {
         let mut cmd = match self.opts.nice {
             Some(n) => {
-                let mut c = Command::new("nice");
+                let mut c = crate::process::command("nice");
                 c.args(["-n", &n.to_string(), "make"]);
                 c
             }
-            None => Command::new("make"),
+            None => crate::process::command("make"),
         };
         cmd.arg("-C")
             .arg(tree)

@@ -1,7 +1,6 @@
 //! A built kernel's identity: the content-addressed key of a recipe, its source and the
 //! toolchain that builds it, and the release and version strings a guest reads back.
 
-use std::process::Command;
 use std::sync::OnceLock;
 
 use anyhow::Result;
@@ -44,7 +43,7 @@ fn host_toolchain_id() -> Result<String> {
     static ID: OnceLock<Result<String, String>> = OnceLock::new();
     ID.get_or_init(|| {
         let first_line = |prog: &str| -> Result<String, String> {
-            let out = crate::process::output(Command::new(prog).arg("--version"))
+            let out = crate::process::output(crate::process::command(prog).arg("--version"))
                 .map_err(|e| format!("{prog} not found ({e}): install build-essential"))?;
             Ok(String::from_utf8_lossy(&out.stdout)
                 .lines()

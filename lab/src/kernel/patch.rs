@@ -4,7 +4,6 @@
 //! in a staging dir, so nothing half-applied reaches the cache.
 
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{Context, Result};
 
@@ -112,7 +111,7 @@ pub(crate) fn apply(tree: &Path, patch: &PatchRef, log: &mut dyn std::io::Write)
 }
 
 fn run_patch(tree: &Path, file: &Path, dry_run: bool) -> Result<(bool, String)> {
-    let mut cmd = Command::new("patch");
+    let mut cmd = crate::process::command("patch");
     cmd.args([
         "-p1",
         "--batch",

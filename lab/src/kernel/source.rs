@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -116,7 +116,7 @@ impl<'a> SourceResolver<'a> {
                     );
                 }
                 let out = crate::process::output(
-                    Command::new("git")
+                    crate::process::command("git")
                         .arg("-C")
                         .arg(repo)
                         .args(["rev-parse", "--verify", "--quiet"])
@@ -195,7 +195,7 @@ impl<'a> SourceResolver<'a> {
             Source::Git { repo, .. } => {
                 fs::create_dir_all(dest)?;
                 let mut archive = crate::process::spawn_tree(
-                    Command::new("git")
+                    crate::process::command("git")
                         .arg("-C")
                         .arg(repo)
                         .args(["archive", "--format=tar", &resolved.version])
@@ -208,7 +208,7 @@ impl<'a> SourceResolver<'a> {
                     .take()
                     .context("git archive stdout")?;
                 let tar = crate::process::status(
-                    Command::new("tar")
+                    crate::process::command("tar")
                         .args(["-x", "--no-same-owner", "-C"])
                         .arg(dest)
                         .stdin(stdout),
@@ -280,7 +280,7 @@ fn untar(tarball: &Path, dest: &Path, scratch: &Path) -> Result<()> {
     let tmp = scratch.join("untar");
     fs::create_dir_all(&tmp)?;
     let out = crate::process::output(
-        Command::new("tar")
+        crate::process::command("tar")
             .args(["-x", "--no-same-owner", "-f"])
             .arg(tarball)
             .arg("-C")

@@ -10,7 +10,6 @@
 //! dpkg's lock held by anything else (unattended-upgrades, a user's apt) instead of failing.
 
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
@@ -129,7 +128,7 @@ fn install_with(apt: &Path, missing: &[&str], logs: &Path) -> Result<()> {
     let mut text = Vec::new();
     let mut run = |args: &[&str]| -> Result<bool> {
         let out = crate::process::output(
-            Command::new(apt)
+            crate::process::command(apt)
                 .args(args)
                 .env("DEBIAN_FRONTEND", "noninteractive"),
         )

@@ -4,7 +4,6 @@
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
@@ -23,9 +22,13 @@ pub(crate) fn copy_tree(base: &Path, dest: &Path, log: &mut File) -> Result<()> 
         } else {
             (&["-al"], "link")
         };
-        let out =
-            crate::process::output(Command::new("cp").args(args).arg(entry.path()).arg(&target))
-                .context("running cp")?;
+        let out = crate::process::output(
+            crate::process::command("cp")
+                .args(args)
+                .arg(entry.path())
+                .arg(&target),
+        )
+        .context("running cp")?;
         if !out.status.success() {
             bail!(
                 "cannot {what} {} to {}: {}",

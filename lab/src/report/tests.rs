@@ -95,7 +95,7 @@ fn table_golden() {
 comparison: dmatest-cross-llc
 
 primary: share_on_irq_cpu (%), smallest change that matters 20.00 pp
-  v6.12+wake-affine-idle-revert  DIFFERENT  shift +87.50 pp, 95% interval [+81.00, +93.00] pp, means differ by +87.50 [+82.29, +92.71] pp, magnitude 20.00 pp, p=0.008 (looks and decisions counted; Mann-Whitney 0.008, KS 0.008), n=5/5
+  v6.12+wake-affine-idle-revert  DIFFERENT  shift +87.50 pp, 95% interval [+81.00, +93.00] pp, means differ by +87.50 [+81.97, +93.03] pp, magnitude 20.00 pp, p=0.008 (looks and decisions counted; Mann-Whitney 0.008, KS 0.008), n=5/5
 
      v6.12        v6.12+wake-affine-idle-revert
 ---------------- -------------------------------

@@ -263,10 +263,10 @@ fn a_decided_pair_keeps_the_numbers_of_its_look() {
 
 #[test]
 fn welch_interval_hand_checked() {
-    // Means 2 and 5, variances 1 and 1, n = 3 each: se = sqrt(2/3), df = 4, t(0.975, 4) =
-    // 2.776445.
+    // Means 2 and 5, variances 1 and 1, n = 3 each: se = sqrt(2/3), df halfway between
+    // Welch-Satterthwaite's 4 and Hsu's 2: 3, t(0.975, 3) = 3.182446.
     let ci = welch_interval(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0], 0.95).unwrap();
-    let half = 2.776445 * (2.0_f64 / 3.0).sqrt();
+    let half = 3.182446 * (2.0_f64 / 3.0).sqrt();
     assert!((ci.low - (3.0 - half)).abs() < 1e-5, "{ci:?}");
     assert!((ci.high - (3.0 + half)).abs() < 1e-5, "{ci:?}");
     assert_eq!(welch_interval(&[1.0], &[2.0, 3.0], 0.95), None);
@@ -389,13 +389,14 @@ fn a_change_of_spread_alone_is_not_different_at_one_look() {
 #[test]
 fn welch_p_hand_checked() {
     // Equal spreads (variance 0.625 a side), means 2 apart: t = 2 / sqrt(2 * 0.625 / 5) = 4 on
-    // 8 degrees of freedom, two-sided p = 0.00395.
+    // 6 degrees of freedom (halfway between Welch-Satterthwaite's 8 and Hsu's 4), two-sided
+    // p = 0.00712 (0.00395 on 8).
     let base = [-1.0, -0.5, 0.0, 0.5, 1.0];
     let variant: Vec<f64> = base.iter().map(|x| x + 2.0).collect();
-    let want = 2.0 * (1.0 - StudentsT::new(0.0, 1.0, 8.0).unwrap().cdf(4.0));
+    let want = 2.0 * (1.0 - StudentsT::new(0.0, 1.0, 6.0).unwrap().cdf(4.0));
     let got = welch_p(&base, &variant).unwrap();
     assert!((got - want).abs() < 1e-9, "{got} {want}");
-    assert!((got - 0.00395).abs() < 0.0001, "{got}");
+    assert!((got - 0.00712).abs() < 0.0001, "{got}");
     // No spread on either side: the means differ or they do not.
     assert_eq!(welch_p(&[1.0, 1.0], &[2.0, 2.0]), Some(0.0));
     assert_eq!(welch_p(&[1.0, 1.0], &[1.0, 1.0]), Some(1.0));
