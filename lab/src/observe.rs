@@ -14,11 +14,13 @@ mod attribution;
 mod crossings;
 mod placement;
 mod wakeups;
+mod warm_up;
 pub use attribution::{waker_class, Attribution, Landing};
 pub use crossings::CrossLlcWakeups;
 pub use placement::{task_wakeups, TaskPlacement, TaskWakeup};
-pub use wakeups::task_class;
-pub(crate) use wakeups::{allowed_cpus, read_id_cpulists, WakeupTrace, Wakeups, HARD_IRQ};
+pub(crate) use wakeups::{allowed_cpus, read_id_cpulists};
+pub use wakeups::{task_class, WakeupTrace, Wakeups, HARD_IRQ, SOFT_IRQ};
+pub use warm_up::warm_up_irq;
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 
@@ -292,7 +294,7 @@ pub struct TraceEvent {
 
 /// [`parse_trace`] on a blocking thread (a trace runs to 100 MB; parsing it on the runtime
 /// thread would stall every other boot of the run), returning the text with its events.
-pub(crate) async fn parse_trace_off_thread(text: String) -> Result<(String, Vec<TraceEvent>)> {
+pub async fn parse_trace_off_thread(text: String) -> Result<(String, Vec<TraceEvent>)> {
     tokio::task::spawn_blocking(move || {
         let events = parse_trace(&text);
         (text, events)

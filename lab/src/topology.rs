@@ -69,6 +69,7 @@
 
 mod cpulist;
 mod qemu;
+mod relations;
 #[cfg(test)]
 mod tests;
 mod validate;

@@ -4,6 +4,23 @@
 //! A task class is the command name with every run of digits written `N` (`kworker/3:1H` ->
 //! `kworker/N:NH`, `kworker/u33:0` -> `kworker/uN:N`), so per-CPU and unbound workers, or the
 //! jobs of one program, count together.
+//!
+//! ```
+//! use lab::observe::{parse_trace, Wakeups, HARD_IRQ};
+//!
+//! // fio's job woken twice: from a hard interrupt (the NVMe's completion), then by a kworker
+//! // that put it on another CPU.
+//! let trace = "\
+//!  <idle>-0 [003] d.h2. 10.000100: sched_waking: comm=fio pid=90 prio=120 target_cpu=001
+//!  <idle>-0 [003] d.h2. 10.000110: sched_wakeup: comm=fio pid=90 prio=120 target_cpu=001
+//!  kworker/3:1H-50 [003] d..2. 10.000200: sched_waking: comm=fio pid=90 prio=120 target_cpu=001
+//!  kworker/3:1H-50 [003] d..2. 10.000210: sched_wakeup: comm=fio pid=90 prio=120 target_cpu=003
+//! ";
+//! let w = Wakeups::from_events(&parse_trace(trace));
+//! assert_eq!(w.woken_by("fio", HARD_IRQ), 1);
+//! assert_eq!(w.woken_by("fio", "kworker/N:NH"), 1);
+//! assert_eq!(w.moved_at_wakeup["fio"], 1);
+//! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,22 +32,22 @@ use crate::topology::parse_cpulist;
 use crate::vm::Vm;
 
 /// The waker of a wakeup issued from hard-interrupt context, whatever task it interrupted.
-pub(crate) const HARD_IRQ: &str = "hardirq";
+pub const HARD_IRQ: &str = "hardirq";
 /// The waker of a wakeup issued from softirq context.
-pub(crate) const SOFT_IRQ: &str = "softirq";
+pub const SOFT_IRQ: &str = "softirq";
 
 /// A tracefs session recording the wakeups and migrations of tasks whose command name starts
 /// with one of `prefixes`. Every event is needed for the counts: an overflowing ring fails.
 #[derive(Debug, Clone)]
-pub(crate) struct WakeupTrace {
-    pub prefixes: Vec<String>,
+pub struct WakeupTrace {
+    pub(crate) prefixes: Vec<String>,
     /// Per-CPU ring size.
-    pub buffer_kb: u32,
+    pub(crate) buffer_kb: u32,
 }
 
 /// What a [`WakeupTrace`] saw, per wakee class.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Wakeups {
+pub struct Wakeups {
     /// Wakee class -> waker (a task class, [`HARD_IRQ`] or [`SOFT_IRQ`]) -> wakeups.
     pub woken_by: BTreeMap<String, BTreeMap<String, u64>>,
     /// Wakee class -> wakeups that put the task on another CPU than the one it last ran on.
@@ -46,11 +63,20 @@ pub(crate) struct Wakeups {
 }
 
 impl WakeupTrace {
-    pub(crate) fn of(prefixes: &[&str]) -> WakeupTrace {
+    /// Records the wakeups of tasks whose command name starts with one of `prefixes`, in a
+    /// 16 MiB ring per CPU.
+    pub fn of(prefixes: &[&str]) -> WakeupTrace {
         WakeupTrace {
             prefixes: prefixes.iter().map(|p| p.to_string()).collect(),
             buffer_kb: 16384,
         }
+    }
+
+    /// With a ring of `kb` KiB per CPU (a busier workload loses events in a smaller one, and
+    /// the boot's sample is refused).
+    pub fn buffer_kb(mut self, kb: u32) -> WakeupTrace {
+        self.buffer_kb = kb;
+        self
     }
 
     fn events(&self) -> Vec<(&'static str, String)> {
@@ -67,7 +93,8 @@ impl WakeupTrace {
         ]
     }
 
-    pub(crate) async fn start(&self, vm: &Vm) -> Result<()> {
+    /// Starts recording in `vm`'s tracefs.
+    pub async fn start(&self, vm: &Vm) -> Result<()> {
         start_tracing(vm, self.buffer_kb, &self.events())
             .await
             .context("starting the wakeup trace")
@@ -75,7 +102,7 @@ impl WakeupTrace {
 
     /// Stops recording; returns the raw trace and its summary. Refuses the boot's sample when
     /// the ring lost events.
-    pub(crate) async fn stop(&self, vm: &Vm) -> Result<(String, Wakeups)> {
+    pub async fn stop(&self, vm: &Vm) -> Result<(String, Wakeups)> {
         let (text, lost) = stop_tracing(vm, &self.events()).await?;
         lost.refuse("the wakeup trace", self.buffer_kb)?;
         let (text, events) = super::parse_trace_off_thread(text).await?;
@@ -107,7 +134,9 @@ fn comm_of(task: &str) -> &str {
 }
 
 impl Wakeups {
-    pub(crate) fn from_events(events: &[TraceEvent]) -> Wakeups {
+    /// Counts a parsed trace's `sched_waking`, `sched_wakeup` and `sched_migrate_task` events
+    /// (of whatever tasks it holds).
+    pub fn from_events(events: &[TraceEvent]) -> Wakeups {
         let mut w = Wakeups::default();
         // pid -> (CPU it last ran on as sched_waking saw it).
         let mut waking_cpu: BTreeMap<u32, u32> = BTreeMap::new();
@@ -161,12 +190,12 @@ impl Wakeups {
     }
 
     /// Wakeups of `wakee` (a class) in all.
-    pub(crate) fn wakeups_of(&self, wakee: &str) -> u64 {
+    pub fn wakeups_of(&self, wakee: &str) -> u64 {
         self.woken_by.get(wakee).map_or(0, |m| m.values().sum())
     }
 
     /// Wakeups of `wakee` whose waker is `waker`.
-    pub(crate) fn woken_by(&self, wakee: &str, waker: &str) -> u64 {
+    pub fn woken_by(&self, wakee: &str, waker: &str) -> u64 {
         self.woken_by
             .get(wakee)
             .and_then(|m| m.get(waker))

@@ -109,32 +109,20 @@ impl DmaWakeupParams {
     /// The interrupt's CPU: the first CPU of the next LLC in the start CPU's node (cross-LLC),
     /// the start LLC's next CPU (same LLC), or the first CPU of the next node (remote node).
     pub(crate) fn irq_cpu(&self, topology: &Topology) -> Result<u32> {
-        let start_llc = topology.llc_of(self.start_cpu).with_context(|| {
+        topology.llc_of(self.start_cpu).with_context(|| {
             format!(
                 "start_cpu {} is not a CPU of {}",
                 self.start_cpu,
                 topology.name()
             )
         })?;
-        let start_node = topology
+        topology
             .node_of(self.start_cpu)
             .context("start CPU has no node")?;
         let cpu = match self.placement {
-            IrqPlacement::SameLlc => start_llc
-                .cpus
-                .iter()
-                .copied()
-                .find(|c| *c != self.start_cpu),
-            IrqPlacement::CrossLlc => topology
-                .llcs()
-                .iter()
-                .find(|l| l.node == start_node.id && l.id != start_llc.id)
-                .map(|l| l.cpus[0]),
-            IrqPlacement::RemoteNode => topology
-                .nodes()
-                .iter()
-                .find(|n| n.id != start_node.id)
-                .map(|n| n.cpus[0]),
+            IrqPlacement::SameLlc => topology.same_llc_cpu(self.start_cpu),
+            IrqPlacement::CrossLlc => topology.cross_llc_cpu(self.start_cpu),
+            IrqPlacement::RemoteNode => topology.remote_node_cpu(self.start_cpu),
         };
         cpu.with_context(|| {
             format!(
@@ -150,12 +138,7 @@ impl DmaWakeupParams {
     /// the interrupt's LLCs, so the script's polling does not disturb the CPUs being watched.
     /// None when the topology has no such CPU (then the shell is left where the kernel puts it).
     pub(crate) fn control_cpu(&self, topology: &Topology, irq_cpu: u32) -> Option<u32> {
-        let watched: Vec<u32> = [self.start_cpu, irq_cpu]
-            .iter()
-            .filter_map(|c| topology.llc_of(*c))
-            .flat_map(|l| l.cpus.iter().copied())
-            .collect();
-        (0..topology.nr_cpus()).rev().find(|c| !watched.contains(c))
+        topology.cpu_outside_llcs(&[self.start_cpu, irq_cpu])
     }
 
     /// The name prefix of dmatest's threads (`dma0chan0-copy0`).

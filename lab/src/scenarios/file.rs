@@ -82,6 +82,7 @@ struct Traffic {
     device: usize,
     flow: crate::devices::nic::UdpFlow,
     after: Option<String>,
+    warm_up: bool,
 }
 
 /// One `[[count]]`, checked.

@@ -52,6 +52,25 @@ struct Args {
 const USAGE: &str =
     "usage: lab-numa01 --mib N [--processes P] [--threads T] (--loops L | --seconds S)";
 
+/// `--help`: the flags and the output, as the module's doc says them.
+const HELP: &str = "\
+usage: lab-numa01 --mib N [--processes P] [--threads T] (--loops L | --seconds S)
+
+numa01_THREAD_ALLOC's shape: P processes, each mapping N/P MiB and starting T unbound threads
+that write the whole region, then their own slice of it over and over, while NUMA balancing
+finds out which node each slice is used from.
+
+  --mib N          MiB over all processes (required)
+  --processes P    processes (default 2)
+  --threads T      threads per process (default: online CPUs / P)
+  --loops L        write each slice L times, or
+  --seconds S      write slices until S seconds from the start
+  -h, --help       this text
+
+Prints one JSON line with elapsed_s, bytes, processes, threads, mib and per process bytes,
+passes and elapsed_s. Bad arguments exit 2; a failure while running exits 1.
+";
+
 fn parse_args(argv: &[String], online_cpus: u32) -> Result<Args, String> {
     let mut mib = None;
     let mut processes = 2u32;
@@ -71,7 +90,6 @@ fn parse_args(argv: &[String], online_cpus: u32) -> Result<Args, String> {
             "--threads" => threads = Some(number::<u32>("--threads", &value("--threads")?)?),
             "--loops" => loops = Some(number::<u64>("--loops", &value("--loops")?)?),
             "--seconds" => seconds = Some(number::<f64>("--seconds", &value("--seconds")?)?),
-            "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -347,6 +365,10 @@ fn result_json(args: &Args, results: &[ProcessResult]) -> serde_json::Value {
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{HELP}");
+        return ExitCode::SUCCESS;
+    }
     let args = match parse_args(&argv, online_cpus()) {
         Ok(a) => a,
         Err(e) => {

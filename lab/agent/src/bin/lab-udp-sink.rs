@@ -30,6 +30,23 @@ struct Args {
 
 const USAGE: &str = "usage: lab-udp-sink --port P [--count N] [--idle-ms MS] [--ready FILE]";
 
+/// `--help`: the flags and the output, as the module's doc says them.
+const HELP: &str = "\
+usage: lab-udp-sink --port P [--count N] [--idle-ms MS] [--ready FILE]
+
+Receives UDP datagrams on 0.0.0.0:P: the task a NIC's receive interrupt wakes.
+
+  --port P       the UDP port to bind (required)
+  --count N      stop after N datagrams (default: only on idle)
+  --idle-ms MS   stop when none came for MS milliseconds (default 2000)
+  --ready FILE   write FILE once bound, so a sender knows when to start
+  -h, --help     this text
+
+Prints one JSON line: received, bytes, first_seq, last_seq, out_of_order (a datagram's first
+8 bytes are its big-endian sequence number) and seconds (first datagram to last).
+Bad arguments exit 2.
+";
+
 fn parse_args(argv: &[String]) -> Result<Args, String> {
     let mut port = None;
     let mut count = None;
@@ -137,6 +154,10 @@ fn receive(args: &Args) -> Result<Tally, String> {
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{HELP}");
+        return ExitCode::SUCCESS;
+    }
     let args = match parse_args(&argv) {
         Ok(a) => a,
         Err(e) => {

@@ -109,7 +109,7 @@ impl Checker<'_> {
         let devices = self.devices(&raw, &params, &cpus)?;
         let watch = self.watch(&raw, &params, &cpus, devices.len())?;
         let counts = self.counts(&raw, watch.is_some())?;
-        let traffic = self.traffic(&raw, devices.len())?;
+        let traffic = self.traffic(&raw, devices.len(), watch.as_ref())?;
         let max_repetitions = self.max_repetitions(&raw)?;
         let metrics = self.metrics(&raw, &params, &cpus, &watch, &workload)?;
         for m in &raw.metrics {
@@ -170,7 +170,12 @@ impl Checker<'_> {
         Ok(Some(*n.get_ref()))
     }
 
-    fn traffic(&self, raw: &RawFile, devices: usize) -> Result<Option<Traffic>> {
+    fn traffic(
+        &self,
+        raw: &RawFile,
+        devices: usize,
+        watch: Option<&Watch>,
+    ) -> Result<Option<Traffic>> {
         let Some(t) = &raw.traffic else {
             return Ok(None);
         };
@@ -207,6 +212,17 @@ impl Checker<'_> {
                 ));
             }
         }
+        let watched = watch.and_then(|w| w.irq).map(|(device, _)| device);
+        if t.warm_up && watched != Some(t.device) {
+            return Err(bad(
+                "warm_up",
+                format!(
+                    "warms [watch] irq up: name one of device {}'s vectors there \
+                     (irq = \"device {} vector 1\": a NIC's receive queue)",
+                    t.device, t.device
+                ),
+            ));
+        }
         Ok(Some(Traffic {
             device: t.device,
             flow: crate::devices::nic::UdpFlow {
@@ -216,6 +232,7 @@ impl Checker<'_> {
                 count: t.count,
             },
             after: t.after.clone(),
+            warm_up: t.warm_up,
         }))
     }
 

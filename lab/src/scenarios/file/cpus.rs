@@ -77,37 +77,29 @@ fn eval(words: &[String], names: &Names, topology: &Topology) -> Result<Option<u
     let found = match head.as_str() {
         "same-llc" => {
             let x = one(rest)?;
-            let llc = llc_of(x, topology)?;
-            llc.cpus.iter().copied().find(|c| *c != x)
+            llc_of(x, topology)?;
+            topology.same_llc_cpu(x)
         }
         "cross-llc" => {
             let x = one(rest)?;
-            let (llc, node) = (llc_of(x, topology)?.id, node_of(x, topology)?);
-            topology
-                .llcs()
-                .iter()
-                .find(|l| l.node == node && l.id != llc)
-                .map(|l| l.cpus[0])
+            llc_of(x, topology)?;
+            node_of(x, topology)?;
+            topology.cross_llc_cpu(x)
         }
         "remote-node" => {
-            let node = node_of(one(rest)?, topology)?;
-            topology
-                .nodes()
-                .iter()
-                .find(|n| n.id != node)
-                .map(|n| n.cpus[0])
-        }
-        "sibling" => {
             let x = one(rest)?;
-            topology.smt_siblings(x).into_iter().find(|c| *c != x)
+            node_of(x, topology)?;
+            topology.remote_node_cpu(x)
         }
+        "sibling" => topology.sibling_cpu(one(rest)?),
         "outside" => {
             let mut watched = Vec::new();
             for w in rest {
                 let x = one(std::slice::from_ref(w))?;
-                watched.extend(llc_of(x, topology)?.cpus.iter().copied());
+                llc_of(x, topology)?;
+                watched.push(x);
             }
-            return Ok((0..topology.nr_cpus()).rev().find(|c| !watched.contains(c)));
+            return Ok(topology.cpu_outside_llcs(&watched));
         }
         _ if rest.is_empty() => return single(head, names, topology).map(Some),
         other => {

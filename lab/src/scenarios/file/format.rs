@@ -73,6 +73,10 @@ pub(super) struct RawTraffic {
     /// once.
     #[serde(default)]
     pub after: Option<String>,
+    /// Before the workload, single datagrams to a port nothing listens on until `[watch] irq`
+    /// has landed on its pinned CPU (`observe::warm_up_irq`).
+    #[serde(default)]
+    pub warm_up: bool,
 }
 
 /// One `[[count]]`: a trace event counted over the workload.

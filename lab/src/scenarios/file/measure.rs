@@ -147,6 +147,10 @@ pub(super) async fn measure(
         Workload::Command { .. } => None,
     };
     let irq = watched_irq(file, boot)?;
+    let warm_up_pokes = match irq {
+        Some(irq) => warm_up(file, irq, vm).await?,
+        None => None,
+    };
     let tracing = file.tracing(irq);
     match &tracing {
         Tracing::Watch(t) => t.start(vm).await?,
@@ -183,6 +187,7 @@ pub(super) async fn measure(
         "cpus": found,
         "irq": irq,
         "irq_delta": irq_delta,
+        "warm_up_pokes": warm_up_pokes,
         "workload": run.dmatest,
         "usage": run.usage,
         "vmstat_delta": vmstat,
@@ -259,6 +264,36 @@ async fn send_traffic(
     }
     Ok(Some(host.send_udp(&t.flow).await?))
 }
+
+/// `[traffic] warm_up`: single datagrams into the NIC, to a port nothing listens on, until the
+/// watched interrupt has landed on its pinned CPU (x86 moves a vector at its next interrupt).
+/// The pokes it took, kept in the boot's details.
+async fn warm_up(file: &ScenarioFile, irq: u32, vm: &Vm) -> Result<Option<u32>> {
+    let Some(t) = file.traffic.as_ref().filter(|t| t.warm_up) else {
+        return Ok(None);
+    };
+    let host = vm
+        .devices()
+        .get(t.device)
+        .and_then(|d| d.host_part::<nic::Traffic>())
+        .with_context(|| format!("traffic.device {}: not a NIC with a host side", t.device))?;
+    let poke = nic::UdpFlow {
+        port: if t.flow.port == 9 { 10 } else { 9 },
+        payload: 1,
+        rate: 100.0,
+        count: 1,
+    };
+    let path = file.path.display();
+    let pokes = crate::observe::warm_up_irq(vm, irq, WARM_UP_TRIES, || async {
+        host.send_udp(&poke).await.map(drop)
+    })
+    .await
+    .with_context(|| format!("{path}: traffic.warm_up"))?;
+    Ok(Some(pokes))
+}
+
+/// Pokes before a warm-up gives up: 2 do it on x86 (the first lands on the old CPU).
+const WARM_UP_TRIES: u32 = 10;
 
 /// Runs `[guest] setup`'s commands in order; the first that fails fails the boot.
 async fn set_up(file: &ScenarioFile, vm: &Vm, vars: &[(String, String)]) -> Result<()> {

@@ -480,6 +480,7 @@ fn the_nic_walkthrough_file_plans_its_nic_and_traffic() {
     let t = file.traffic.as_ref().unwrap();
     assert_eq!((t.device, t.flow.port, t.flow.count), (0, 9000, 4000));
     assert_eq!(t.after.as_deref(), Some("/tmp/ready"));
+    assert!(t.warm_up, "the receive interrupt warmed up before the flow");
     let text = std::fs::read_to_string(crate::repo_path("scenarios/nic-wakeup.toml")).unwrap();
     let err = |old: &str, new: &str| {
         let text = text.replacen(old, new, 1);
@@ -500,6 +501,12 @@ fn the_nic_walkthrough_file_plans_its_nic_and_traffic() {
     let e = err("[traffic]", "[traffic]\ndevice = 3");
     assert!(
         e.contains("traffic.device: device 3: the file has 1"),
+        "{e}"
+    );
+    // A warm-up needs the interrupt it warms: the watched one, of the traffic's device.
+    let e = err("irq = \"device 0 vector 1\"\n", "");
+    assert!(
+        e.contains("traffic.warm_up: warms [watch] irq up: name one of device 0's vectors"),
         "{e}"
     );
 }
