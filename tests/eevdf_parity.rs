@@ -1,15 +1,20 @@
 //! Seed S2 (`docs/SCENARIOS.md`, thread `001_ca96ef259245baaf.txt`): EEVDF's `RUN_TO_PARITY`
 //! lets a running task finish its slice before a wakee may preempt it. The same v6.12 kernel is
 //! booted with the feature on and off (a boot setting, read back), five boots each, interleaved;
-//! hackbench runs threaded over sockets, scaled to the 8-vCPU CI topology.
+//! hackbench runs threaded over sockets, scaled to the 8-vCPU CI topology. The lab ships S2 as
+//! a scenario file (`scenarios/eevdf-parity.toml`, built into the lab): this test runs it.
 
 mod common;
 
 use lab::experiment::{Experiment, Outcome};
-use lab::scenarios::eevdf_parity::{parity_variants, EevdfParity, WITHOUT_PARITY, WITH_PARITY};
+use lab::scenarios::file::ScenarioFile;
 use lab::stats::Magnitude;
 
-async fn run(lab: &lab::Lab, experiment: Experiment<EevdfParity>) -> Outcome {
+/// The scenario's two columns.
+const WITH_PARITY: &str = "RUN_TO_PARITY";
+const WITHOUT_PARITY: &str = "NO_RUN_TO_PARITY";
+
+async fn run(lab: &lab::Lab, experiment: Experiment<ScenarioFile>) -> Outcome {
     let outcome = common::run_on(lab, experiment).await;
     for b in outcome.record.boots() {
         let m = &b.samples;
@@ -27,19 +32,19 @@ async fn run(lab: &lab::Lab, experiment: Experiment<EevdfParity>) -> Outcome {
 }
 
 /// hackbench's loops per boot here (the scenario's own, which `lab compare eevdf-parity` runs:
-/// 1500). The decision is a rate per 1000 messages, so half the messages measure the same rate
-/// in half the time (issue [P]).
+/// 1500). The decision is a rate per 1000 messages (the file's `scale`), so half the messages
+/// measure the same rate in half the time (issue [P]).
 const S2_LOOPS: u32 = 750;
 
 #[tokio::test]
 async fn without_run_to_parity_wakeups_preempt_hackbench_twice_as_often() {
-    // The two feature settings only: the pre-EEVDF column (`lab compare eevdf-parity`'s third)
-    // needs a cold v6.1 build, which the suite's budget leaves out.
+    // The scenario's two feature settings; the seed's pre-EEVDF column (`--variant v6.1`) needs
+    // a cold v6.1 build, which the suite's budget leaves out.
     let lab = common::lab().await;
-    let mut experiment = Experiment::new(EevdfParity::seed())
-        .variants(parity_variants())
+    let s2 = ScenarioFile::shipped("eevdf-parity").unwrap();
+    let mut experiment = Experiment::new(s2)
         .named("eevdf-parity")
-        .set("hackbench.loops", &S2_LOOPS.to_string());
+        .set("loops", &S2_LOOPS.to_string());
     if lab.on_kvm() {
         // The seed's time as a second decision: 118.2 s vs 100.9 s (+17%); 5% matters.
         experiment = experiment.also_primary("seconds", Magnitude::relative(0.05));

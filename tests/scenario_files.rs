@@ -46,33 +46,6 @@ async fn the_s1_file_decides_as_the_rust_s1_does() {
     );
 }
 
-/// `scenarios/eevdf-parity.toml`, S2 written as a file (hackbench's resource use and counted
-/// trace events): NO_RUN_TO_PARITY DIFFERENT and worse on involuntary switches, as the Rust S2
-/// decides it (docs/MEASUREMENTS.md: both at 5 a side, +99.5% in the file's run).
-#[tokio::test(flavor = "multi_thread")]
-async fn the_s2_file_decides_as_the_rust_s2_does() {
-    let file = ScenarioFile::read(&lab::repo_path("scenarios/eevdf-parity.toml")).unwrap();
-    let experiment = Experiment::new(file).named("s2-file");
-    let (_lab, outcome) = common::run_experiment(experiment).await;
-    let verdict = outcome
-        .comparison()
-        .verdict("involuntary_switches", "NO_RUN_TO_PARITY")
-        .unwrap();
-    assert_eq!(verdict.decision, Decision::Different, "{verdict:?}");
-    assert!(
-        verdict.shift > 0.0,
-        "more preemptions without RUN_TO_PARITY: {verdict:?}"
-    );
-    for b in outcome.record.boots() {
-        assert!(
-            b.samples["preemptions"] > 0.0,
-            "{}: no preemption counted",
-            b.variant
-        );
-        assert!(b.samples["seconds"] > 0.0, "{}", b.variant);
-    }
-}
-
 /// `scenarios/nic-wakeup.toml`, the walkthrough of docs/SCENARIO-FILES.md ("From a report to a
 /// test"): a regression the lab does not ship, S1's mechanism through a NIC, as a file of 70
 /// lines. The revert DIFFERENT on the receiver's share on the IRQ CPU (2026-12-07, three runs:

@@ -18,8 +18,9 @@ mod warm_up;
 pub use attribution::{waker_class, Attribution, Landing};
 pub use crossings::CrossLlcWakeups;
 pub use placement::{task_wakeups, TaskPlacement, TaskWakeup};
-pub(crate) use wakeups::{allowed_cpus, read_id_cpulists};
-pub use wakeups::{task_class, WakeupTrace, Wakeups, HARD_IRQ, SOFT_IRQ};
+pub use wakeups::{
+    allowed_cpus, read_id_cpulists, task_class, WakeupTrace, Wakeups, HARD_IRQ, SOFT_IRQ,
+};
 pub use warm_up::warm_up_irq;
 
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -211,22 +212,23 @@ fn lost_lines(trace: &str) -> u64 {
 /// them per event and CPU. Counting needs every event: a ring that overflowed is an error, not a
 /// smaller count.
 #[derive(Debug, Clone)]
-pub(crate) struct EventCount {
+pub struct EventCount {
     /// `subsystem/event` and its tracefs filter ("" for none).
-    pub events: Vec<(String, String)>,
+    pub(crate) events: Vec<(String, String)>,
     /// Per-CPU ring size.
-    pub buffer_kb: u32,
+    pub(crate) buffer_kb: u32,
 }
 
 /// What an [`EventCount`] session saw.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct EventCounts {
+pub struct EventCounts {
     /// Per event name (`sched_switch`), per CPU.
     pub per_cpu: BTreeMap<String, BTreeMap<u32, u64>>,
 }
 
 impl EventCount {
-    pub(crate) fn new(buffer_kb: u32) -> EventCount {
+    /// No events yet ([`EventCount::event`] adds them), a ring of `buffer_kb` KiB per CPU.
+    pub fn new(buffer_kb: u32) -> EventCount {
         EventCount {
             events: Vec::new(),
             buffer_kb,
@@ -234,12 +236,13 @@ impl EventCount {
     }
 
     /// Also records `event` (`sched/sched_migrate_task`) where `filter` holds ("" for all).
-    pub(crate) fn event(mut self, event: &str, filter: &str) -> EventCount {
+    pub fn event(mut self, event: &str, filter: &str) -> EventCount {
         self.events.push((event.to_string(), filter.to_string()));
         self
     }
 
-    pub(crate) async fn start(&self, vm: &Vm) -> Result<()> {
+    /// Starts recording in `vm`'s tracefs.
+    pub async fn start(&self, vm: &Vm) -> Result<()> {
         start_tracing(vm, self.buffer_kb, &self.events)
             .await
             .context("starting the event count")
@@ -247,7 +250,7 @@ impl EventCount {
 
     /// Stops recording; returns the raw trace and its parsed events. Refuses the boot's
     /// sample when the ring lost events.
-    pub(crate) async fn stop(&self, vm: &Vm) -> Result<(String, Vec<TraceEvent>)> {
+    pub async fn stop(&self, vm: &Vm) -> Result<(String, Vec<TraceEvent>)> {
         let (text, lost) = stop_tracing(vm, &self.events).await?;
         lost.refuse("the event count's trace", self.buffer_kb)?;
         parse_trace_off_thread(text).await
@@ -255,7 +258,8 @@ impl EventCount {
 }
 
 impl EventCounts {
-    pub(crate) fn from_events<'a>(events: impl IntoIterator<Item = &'a TraceEvent>) -> EventCounts {
+    /// Every event of `events` counted by name and CPU.
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a TraceEvent>) -> EventCounts {
         let mut counts = EventCounts::default();
         for e in events {
             *counts
@@ -439,7 +443,7 @@ impl Interrupts {
 
     /// Per-CPU counts of every IRQ in `irqs` together since `before`, for `nr_cpus` CPUs (a
     /// device's queue vectors summed: where its completions ran).
-    pub(crate) fn delta_summed(
+    pub fn delta_summed(
         &self,
         before: &Interrupts,
         irqs: impl IntoIterator<Item = u32>,
@@ -474,7 +478,7 @@ impl Interrupts {
 }
 
 /// Per-CPU counts (index = CPU) as a `{"cpu": count}` map, the shape records and reports use.
-pub(crate) fn per_cpu_map(counts: &[u64]) -> BTreeMap<String, u64> {
+pub fn per_cpu_map(counts: &[u64]) -> BTreeMap<String, u64> {
     counts
         .iter()
         .enumerate()
@@ -484,14 +488,26 @@ pub(crate) fn per_cpu_map(counts: &[u64]) -> BTreeMap<String, u64> {
 
 /// A `/proc/vmstat` snapshot: every counter by name. Which counters matter, and what their
 /// changes mean, is the caller's business.
+///
+/// ```
+/// use lab::observe::VmStat;
+///
+/// let before = VmStat::parse("numa_pte_updates 100\nnuma_hint_faults 7\n").unwrap();
+/// let after = VmStat::parse("numa_pte_updates 1600\nnuma_hint_faults 9\n").unwrap();
+/// let delta = after.delta(&before, &["numa_pte_updates"]).unwrap();
+/// assert_eq!(delta["numa_pte_updates"], 1500);
+/// // A counter the kernel does not keep is an error, not a zero.
+/// assert!(after.delta(&before, &["numa_huge_pte_updates"]).is_err());
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct VmStat {
+pub struct VmStat {
+    /// Counter name -> value.
     pub counters: BTreeMap<String, u64>,
 }
 
 impl VmStat {
     /// Parses `name value` lines; any other line is an error (the file has no headers).
-    pub(crate) fn parse(text: &str) -> Result<VmStat> {
+    pub fn parse(text: &str) -> Result<VmStat> {
         let mut counters = BTreeMap::new();
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
@@ -520,19 +536,21 @@ impl VmStat {
         Ok(VmStat { counters })
     }
 
-    pub(crate) async fn read(vm: &Vm) -> Result<VmStat> {
+    /// Reads the guest's `/proc/vmstat` now.
+    pub async fn read(vm: &Vm) -> Result<VmStat> {
         let raw = vm.guest().read_file("/proc/vmstat").await?;
         VmStat::parse(&String::from_utf8_lossy(&raw))
     }
 
-    pub(crate) fn get(&self, name: &str) -> Option<u64> {
+    /// One counter's value.
+    pub fn get(&self, name: &str) -> Option<u64> {
         self.counters.get(name).copied()
     }
 
     /// How each of `names` changed since `before` (negative for gauges that fell). A name
     /// missing from either snapshot is an error naming it: the kernel does not count it (a
     /// config option is off), and a zero would look like a measurement.
-    pub(crate) fn delta(&self, before: &VmStat, names: &[&str]) -> Result<BTreeMap<String, i64>> {
+    pub fn delta(&self, before: &VmStat, names: &[&str]) -> Result<BTreeMap<String, i64>> {
         let mut out = BTreeMap::new();
         for name in names {
             let (Some(then), Some(now)) = (before.get(name), self.get(name)) else {

@@ -211,8 +211,8 @@ impl Wakeups {
 }
 
 /// The CPUs each task may run on (`Cpus_allowed_list` of `/proc/PID/status`); tasks that
-/// exited meanwhile are left out.
-pub(crate) async fn allowed_cpus(vm: &Vm, pids: &BTreeSet<u32>) -> Result<BTreeMap<u32, Vec<u32>>> {
+/// exited meanwhile are left out. With [`Wakeups::pids`]: which wakees were per-CPU tasks.
+pub async fn allowed_cpus(vm: &Vm, pids: &BTreeSet<u32>) -> Result<BTreeMap<u32, Vec<u32>>> {
     read_id_cpulists(
         vm,
         pids.iter().copied(),
@@ -223,8 +223,9 @@ pub(crate) async fn allowed_cpus(vm: &Vm, pids: &BTreeSet<u32>) -> Result<BTreeM
 }
 
 /// Runs `line` (shell, with `$id` set) for each id in one guest command and parses its `ID
-/// CPULIST` output; ids whose line prints nothing are left out.
-pub(crate) async fn read_id_cpulists(
+/// CPULIST` output; ids whose line prints nothing are left out (one guest command for many
+/// interrupts' `effective_affinity_list` or many tasks' allowed CPUs).
+pub async fn read_id_cpulists(
     vm: &Vm,
     ids: impl IntoIterator<Item = u32>,
     line: &str,

@@ -7,6 +7,7 @@
 //! variant is planned on its topology (CPUs, parameters after `--set`), before anything is built
 //! or booted; an error names the file, the line and the field.
 
+mod arith;
 mod check;
 mod cpus;
 mod format;
@@ -118,6 +119,13 @@ pub struct ScenarioFile {
     metrics: Vec<FileMetric>,
 }
 
+/// The shipped scenarios written as files: name and text (`scenarios/NAME.toml`). One way to
+/// write a scenario: where a file says all a Rust definition said, the file is the definition.
+pub(crate) const SHIPPED: &[(&str, &str)] = &[(
+    "eevdf-parity",
+    include_str!("../../../scenarios/eevdf-parity.toml"),
+)];
+
 impl ScenarioFile {
     /// Reads and checks `path`. A relative path the current directory does not have is looked
     /// up in the lab's repository too (`scenarios/dma-wakeup.toml` from anywhere, and in a
@@ -141,6 +149,16 @@ impl ScenarioFile {
             bad_input(path, format!("line {line}"), e.message().to_string())
         })?;
         Checker { text, path }.file(raw)
+    }
+
+    /// A scenario the lab ships as a file (`lab compare eevdf-parity`), from the text built into
+    /// the lab ([`SHIPPED`]), so an installed or bundled lab runs it without the repository.
+    pub fn shipped(name: &str) -> Result<ScenarioFile> {
+        let (_, text) = SHIPPED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .with_context(|| format!("no shipped scenario file {name:?}"))?;
+        ScenarioFile::parse(text, &PathBuf::from(format!("scenarios/{name}.toml")))
     }
 
     /// Its name (the default comparison name).
@@ -341,9 +359,18 @@ impl Scenario for ScenarioFile {
         measure::measure(self, params, boot).await
     }
 
-    /// The watched task's time on CPU, the `marks` CPUs marked.
+    /// The watched task's time on CPU, the `marks` CPUs marked; without a watch, the first
+    /// `[[count]]`'s events per CPU.
     fn picture(&self) -> Option<Picture> {
-        let watch = self.watch.as_ref()?;
+        let Some(watch) = self.watch.as_ref() else {
+            let count = self.counts.first()?;
+            return Some(Picture {
+                task: format!("[[count]] {} ({})", count.name, count.filter),
+                quantity: format!("{} events (trace)", count.event),
+                per_cpu: format!("/counts_per_cpu/{}", count.name),
+                marks: Vec::new(),
+            });
+        };
         Some(Picture {
             task: watch.task.clone(),
             quantity: "time on CPU (trace)".into(),

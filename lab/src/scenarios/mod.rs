@@ -4,7 +4,6 @@
 
 pub mod delay_dequeue;
 pub mod dma_wakeup;
-pub mod eevdf_parity;
 pub mod file;
 pub mod irq_spread;
 pub mod its_balance;
@@ -22,7 +21,6 @@ use crate::Lab;
 
 pub(crate) use delay_dequeue::DelayDequeue;
 pub(crate) use dma_wakeup::DmaWakeup;
-pub(crate) use eevdf_parity::EevdfParity;
 pub(crate) use irq_spread::IrqSpread;
 pub(crate) use its_balance::ItsBalance;
 pub(crate) use numa_scan::NumaScan;
@@ -85,7 +83,9 @@ pub(crate) type Constructor = fn() -> Box<dyn Registered>;
 /// The shipped scenarios, in `lab scenarios` order: the one table every look-up by name reads.
 pub(crate) const REGISTRY: &[(&str, Constructor)] = &[
     ("dma-wakeup", || Box::new(DmaWakeup::seed())),
-    ("eevdf-parity", || Box::new(EevdfParity::seed())),
+    ("eevdf-parity", || {
+        Box::new(file::ScenarioFile::shipped("eevdf-parity").expect("the shipped S2 file parses"))
+    }),
     ("numa-scan", || Box::new(NumaScan::seed())),
     ("delay-dequeue", || Box::new(DelayDequeue::seed())),
     ("irq-spread", || Box::new(IrqSpread::seed())),

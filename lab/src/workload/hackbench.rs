@@ -24,7 +24,7 @@ pub struct Hackbench {
 
 /// What one run reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct HackbenchResult {
+pub struct HackbenchResult {
     /// hackbench's own `Time:` line.
     pub seconds: f64,
 }
@@ -50,12 +50,12 @@ impl Hackbench {
     }
 
     /// Messages passed in one run: every sender sends `loops` to each receiver of its group.
-    pub(crate) fn messages(&self) -> u64 {
+    pub fn messages(&self) -> u64 {
         u64::from(self.groups) * u64::from(self.fds) * u64::from(self.fds) * u64::from(self.loops)
     }
 
     /// Rejects shapes hackbench would refuse or that measure nothing.
-    pub(crate) fn check(&self) -> Result<()> {
+    pub fn check(&self) -> Result<()> {
         for (name, value) in [
             ("groups", self.groups),
             ("fds", self.fds),
@@ -74,7 +74,8 @@ impl Hackbench {
         Ok(())
     }
 
-    pub(crate) fn argv(&self) -> Vec<String> {
+    /// The command line (for `GuestCommand::new`).
+    pub fn argv(&self) -> Vec<String> {
         let mut argv: Vec<String> = vec![
             "hackbench".into(),
             "--groups".into(),
@@ -98,7 +99,7 @@ impl Hackbench {
 
 impl HackbenchResult {
     /// Reads the `Time: 1.234` line.
-    pub(crate) fn parse(stdout: &str) -> Result<HackbenchResult> {
+    pub fn parse(stdout: &str) -> Result<HackbenchResult> {
         let line = stdout
             .lines()
             .find_map(|l| l.trim().strip_prefix("Time:"))

@@ -453,6 +453,41 @@ impl Checker<'_> {
         }
     }
 
+    /// A metric's computed amounts use numeric parameters only, and give a number with the
+    /// file's own values (a `--set` value of another kind is refused where it is set).
+    fn amounts(
+        &self,
+        metric: &metrics::FileMetric,
+        params: &serde_json::Map<String, Value>,
+    ) -> std::result::Result<(), (&'static str, String)> {
+        let named = [
+            ("scale", &metric.scale),
+            ("refuse_below", &metric.refuse_below),
+            ("refuse_above", &metric.refuse_above),
+        ];
+        for (field, amount) in named {
+            let Some(amount) = amount else { continue };
+            if let metrics::Amount::Expr(text) = amount {
+                for name in super::arith::variables(text).unwrap_or_default() {
+                    if !params.get(&name).is_some_and(Value::is_number) {
+                        let known: Vec<&str> = params
+                            .iter()
+                            .filter(|(_, v)| v.is_number())
+                            .map(|(k, _)| k.as_str())
+                            .collect();
+                        let msg = format!(
+                            "{text:?}: {name:?} is not a numeric parameter (numeric: {})",
+                            known.join(", ")
+                        );
+                        return Err((field, msg));
+                    }
+                }
+            }
+            amount.value(params).map_err(|e| (field, e))?;
+        }
+        Ok(())
+    }
+
     fn metrics(
         &self,
         raw: &RawFile,
@@ -468,6 +503,8 @@ impl Checker<'_> {
                 .map_err(|(field, e)| bad_input(self.path, format!("line {line}: {field}"), e))?;
             metric.line = line;
             let field = format!("metric {:?}", m.name.get_ref());
+            self.amounts(&metric, params)
+                .map_err(|(f, e)| bad_input(self.path, format!("line {line}: {field}: {f}"), e))?;
             if out.iter().any(|o| o.def.name == metric.def.name) {
                 return Err(self.err(m.name.span(), &field, "a second metric of this name"));
             }

@@ -260,13 +260,18 @@ pub(super) struct RawMetric {
     /// A boot may lack it.
     #[serde(default)]
     pub optional: bool,
-    /// A boot whose value is below this is not a sample: it is recorded and booted again (a
-    /// time-based run that ended early, say).
+    /// The value is multiplied by this: a number or an expression of numeric parameters
+    /// (`"1000 / (groups * fds * fds * loops)"`: per 1000 messages).
     #[serde(default)]
-    pub refuse_below: Option<f64>,
+    pub scale: Option<toml::Value>,
+    /// A boot whose value (scaled) is below this is not a sample: it is recorded and booted
+    /// again (a time-based run that ended early, say). A number or an expression of numeric
+    /// parameters (`"seconds - 1.5"`).
+    #[serde(default)]
+    pub refuse_below: Option<toml::Value>,
     /// Likewise above.
     #[serde(default)]
-    pub refuse_above: Option<f64>,
+    pub refuse_above: Option<toml::Value>,
 }
 
 /// The 1-based line of byte `offset` in `text`.

@@ -369,12 +369,18 @@ async fn stop_tracing(
         (Tracing::Counts(c), _) => {
             let (raw, events) = c.stop(vm).await?;
             details["trace"] = json!(boot.keep("events.trace", &raw).await?);
+            let mut per_cpu: BTreeMap<&str, BTreeMap<u32, u64>> = BTreeMap::new();
             for count in &file.counts {
                 let event = count.event.rsplit('/').next().unwrap_or_default();
-                let n = events.iter().filter(|e| e.name == event).count() as u64;
-                seen.counts.insert(count.name.clone(), n);
+                let cpus = per_cpu.entry(&count.name).or_default();
+                for e in events.iter().filter(|e| e.name == event) {
+                    *cpus.entry(e.cpu).or_default() += 1;
+                }
+                seen.counts.insert(count.name.clone(), cpus.values().sum());
             }
             details["counts"] = json!(seen.counts);
+            // The page's picture: the first count's events per CPU (`ScenarioFile::picture`).
+            details["counts_per_cpu"] = json!(per_cpu);
         }
         _ => {}
     }

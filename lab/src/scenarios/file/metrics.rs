@@ -116,9 +116,11 @@ pub(super) enum WorkloadFigure {
 pub(super) struct FileMetric {
     pub def: MetricDef,
     pub source: Source,
+    /// The source's value times this.
+    pub scale: Option<Amount>,
     /// Values outside these refuse the boot's sample.
-    pub refuse_below: Option<f64>,
-    pub refuse_above: Option<f64>,
+    pub refuse_below: Option<Amount>,
+    pub refuse_above: Option<Amount>,
     /// The `[[metric]]`'s line, for errors found while running.
     pub line: usize,
 }
@@ -202,13 +204,59 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
     }
     def.primary = raw.primary;
     def.optional = raw.optional;
+    let amount = |value: &Option<toml::Value>, name: &str| {
+        value
+            .as_ref()
+            .map(Amount::from_toml)
+            .transpose()
+            .map_err(|e| (field(name), e))
+    };
     Ok(FileMetric {
         def,
         source,
-        refuse_below: raw.refuse_below,
-        refuse_above: raw.refuse_above,
+        scale: amount(&raw.scale, "scale")?,
+        refuse_below: amount(&raw.refuse_below, "refuse_below")?,
+        refuse_above: amount(&raw.refuse_above, "refuse_above")?,
         line: 0,
     })
+}
+
+/// A number a metric computes with: written, or an expression of the run's numeric parameters
+/// (`arith`), whose names the file's check has found among them.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Amount {
+    Number(f64),
+    Expr(String),
+}
+
+impl Amount {
+    fn from_toml(value: &toml::Value) -> Result<Amount, String> {
+        match value {
+            toml::Value::Integer(n) => Ok(Amount::Number(*n as f64)),
+            toml::Value::Float(x) if x.is_finite() => Ok(Amount::Number(*x)),
+            toml::Value::String(text) => {
+                super::arith::variables(text).map_err(|e| format!("{text:?}: {e}"))?;
+                Ok(Amount::Expr(text.clone()))
+            }
+            other => Err(format!(
+                "{other}: a number or an expression of numeric parameters (\"seconds - 1.5\")"
+            )),
+        }
+    }
+
+    /// Its value with the run's parameters.
+    pub(super) fn value(
+        &self,
+        params: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<f64, String> {
+        match self {
+            Amount::Number(x) => Ok(*x),
+            Amount::Expr(text) => {
+                let mut lookup = |name: &str| params.get(name).and_then(serde_json::Value::as_f64);
+                super::arith::eval(text, &mut lookup).map_err(|e| format!("{text:?}: {e}"))
+            }
+        }
+    }
 }
 
 /// The one source `raw` names, checked. Errors are `(field, message)`.
@@ -461,10 +509,24 @@ pub(super) fn values(
     let mut out = BTreeMap::new();
     for m in metrics {
         let at = || format!("{file}: line {}: metric {:?}", m.line, m.def.name);
-        match m.value(seen, names, topology).map_err(|e| anyhow::anyhow!("{}: {e}", at()))? {
+        let amount = |a: &Option<Amount>| -> anyhow::Result<Option<f64>> {
+            a.as_ref()
+                .map(|a| a.value(names.params))
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", at()))
+        };
+        let (scale, low, high) = (
+            amount(&m.scale)?,
+            amount(&m.refuse_below)?,
+            amount(&m.refuse_above)?,
+        );
+        let value = m
+            .value(seen, names, topology)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+        match value.map(|v| v * scale.unwrap_or(1.0)) {
             Some(v) => {
-                let below = m.refuse_below.filter(|b| v < *b).map(|b| ("below", b));
-                if let Some((side, bound)) = below.or(m.refuse_above.filter(|a| v > *a).map(|a| ("above", a))) {
+                let below = low.filter(|b| v < *b).map(|b| ("below", b));
+                if let Some((side, bound)) = below.or(high.filter(|a| v > *a).map(|a| ("above", a))) {
                     return Err(crate::sample::reject(format!(
                         "{}: {v} is {side} refuse_{side} = {bound}",
                         at()

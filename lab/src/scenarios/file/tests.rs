@@ -4,7 +4,9 @@ use std::path::Path;
 use super::*;
 use crate::experiment::{apply_overrides, Experiment};
 use crate::observe::TaskPlacement;
+use crate::report::Direction;
 use crate::scenarios::DmaWakeup;
+use crate::stats::Magnitude;
 
 fn s1_path() -> std::path::PathBuf {
     crate::repo_path("scenarios/dma-wakeup.toml")
@@ -304,25 +306,36 @@ fn shipped(name: &str) -> ScenarioFile {
     ScenarioFile::read(&crate::repo_path(&format!("scenarios/{name}.toml"))).unwrap()
 }
 
+/// S2 is shipped as its file: `lab compare eevdf-parity` runs the text built into the lab, the
+/// repository's `scenarios/eevdf-parity.toml`, per 1000 messages as the Rust definition was.
 #[test]
-fn the_s2_and_s4_files_compare_what_their_rust_definitions_compare() {
-    use crate::scenarios::{EevdfParity, NumaScan};
+fn s2_is_shipped_as_its_file_and_s4s_file_compares_what_its_rust_definition_does() {
+    use crate::scenarios::NumaScan;
     let primary = |m: Vec<MetricDef>| m.into_iter().find(|m| m.primary).unwrap();
     let s2 = shipped("eevdf-parity");
+    let built_in = ScenarioFile::shipped("eevdf-parity").unwrap();
+    assert_eq!(built_in.name(), "eevdf-parity");
     assert_eq!(
-        s2.default_variants(),
-        EevdfParity::seed().default_variants()
+        format!("{:?}", built_in.metrics()),
+        format!("{:?}", s2.metrics())
     );
-    let (file, rust) = (
-        primary(s2.metrics()),
-        primary(EevdfParity::seed().metrics()),
-    );
+    assert_eq!(built_in.default_variants(), s2.default_variants());
+    let names: Vec<String> = s2.default_variants().into_iter().map(|v| v.name).collect();
+    assert_eq!(names, ["RUN_TO_PARITY", "NO_RUN_TO_PARITY"]);
+    let p = primary(s2.metrics());
     assert_eq!(
-        (&file.name, file.magnitude, file.direction),
-        (&rust.name, rust.magnitude, rust.direction)
+        (p.name.as_str(), p.unit.as_str(), p.magnitude, p.direction),
+        (
+            "involuntary_switches",
+            "per 1000 messages",
+            Magnitude::relative(0.5),
+            Direction::LowerIsBetter
+        )
     );
     let plan = s2.plan(s2.params(), &ci()).unwrap();
     assert_eq!(plan.image.as_deref(), Some("sched"));
+    let picture = s2.picture().unwrap();
+    assert_eq!(picture.per_cpu, "/counts_per_cpu/preempted");
     let s4 = shipped("numa-scan");
     assert_eq!(s4.default_variants(), NumaScan::seed().default_variants());
     let (file, rust) = (primary(s4.metrics()), primary(NumaScan::seed().metrics()));
@@ -350,7 +363,7 @@ fn vmstat_usage_and_count_metrics_read_their_observations() {
         15.0,
         BTreeMap::from([("numa_pte_updates".to_string(), 300)]),
     )];
-    let counts = BTreeMap::from([("preempted".to_string(), 42)]);
+    let counts = BTreeMap::from([("preempted".to_string(), 42), ("migrations".to_string(), 6)]);
     let usage = crate::guest::ResourceUse {
         user_us: 1_500_000,
         system_us: 500_000,
@@ -387,16 +400,29 @@ fn vmstat_usage_and_count_metrics_read_their_observations() {
     assert_eq!(value(&s2, "cpu_seconds"), Some(2.0));
     assert_eq!(value(&s2, "preemptions"), Some(42.0));
     assert_eq!(value(&s2, "seconds"), Some(3.25));
+    // Scaled with the run's parameters: per 1000 of hackbench's 4 x 10 x 10 x 1500 messages.
+    let s2_names = Names {
+        params: s2.params().as_object().unwrap(),
+        cpus: &BTreeMap::new(),
+    };
+    let scaled = metrics::values(&s2.metrics, &seen, &s2_names, &ci(), "s2.toml").unwrap();
+    assert_eq!(scaled["involuntary_switches"], 7.0 * 1000.0 / 600_000.0);
+    assert_eq!(scaled["preemptions"], 42.0 * 1000.0 / 600_000.0);
+    assert_eq!(scaled["seconds"], 3.25);
     // A 30 s run that ended at 3.25 s is refused (booted again), not counted.
     let elapsed = s4
         .metrics
         .iter()
         .position(|m| m.def.name == "elapsed_s")
         .unwrap();
+    let s4_names = Names {
+        params: s4.params().as_object().unwrap(),
+        cpus: &BTreeMap::new(),
+    };
     let err = metrics::values(
         &s4.metrics[elapsed..=elapsed],
         &seen,
-        &names,
+        &s4_names,
         &ci(),
         "s4.toml",
     )
@@ -509,4 +535,34 @@ fn the_nic_walkthrough_file_plans_its_nic_and_traffic() {
         e.contains("traffic.warm_up: warms [watch] irq up: name one of device 0's vectors"),
         "{e}"
     );
+}
+
+/// A metric's `scale` and `refuse_*` amounts: numeric parameters only, syntax checked, each
+/// error with the file's line and the field.
+#[test]
+fn a_computed_amount_names_numeric_parameters_only() {
+    let with = |amount: &str| {
+        error_of(
+            "name = \"share_on_irq_cpu\"\n",
+            &format!("name = \"share_on_irq_cpu\"\n{amount}\n"),
+        )
+    };
+    let e = with("scale = \"placement * 2\"");
+    assert!(
+        e.contains("metric \"share_on_irq_cpu\": scale: \"placement * 2\": \"placement\" is not a numeric parameter (numeric: start_cpu"),
+        "{e}"
+    );
+    assert!(e.contains("line "), "{e}");
+    let e = with("refuse_below = \"2 ^ 3\"");
+    assert!(
+        e.contains("refuse_below: \"2 ^ 3\": '^' at character 3"),
+        "{e}"
+    );
+    let e = with("scale = true");
+    assert!(
+        e.contains("scale: true: a number or an expression of numeric parameters"),
+        "{e}"
+    );
+    let e = with("scale = \"1 / (start_cpu - start_cpu)\"");
+    assert!(e.contains("divides by zero"), "{e}");
 }
