@@ -10,8 +10,7 @@ mod numa01;
 pub use fio::Fio;
 pub(crate) use fio::{FioResult, FioTarget};
 pub use hackbench::{Hackbench, HackbenchResult};
-pub use numa01::Numa01;
-pub(crate) use numa01::Numa01Result;
+pub use numa01::{Numa01, Numa01Result};
 
 use std::time::Duration;
 

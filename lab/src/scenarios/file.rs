@@ -121,10 +121,16 @@ pub struct ScenarioFile {
 
 /// The shipped scenarios written as files: name and text (`scenarios/NAME.toml`). One way to
 /// write a scenario: where a file says all a Rust definition said, the file is the definition.
-pub(crate) const SHIPPED: &[(&str, &str)] = &[(
-    "eevdf-parity",
-    include_str!("../../../scenarios/eevdf-parity.toml"),
-)];
+pub(crate) const SHIPPED: &[(&str, &str)] = &[
+    (
+        "eevdf-parity",
+        include_str!("../../../scenarios/eevdf-parity.toml"),
+    ),
+    (
+        "numa-scan",
+        include_str!("../../../scenarios/numa-scan.toml"),
+    ),
+];
 
 impl ScenarioFile {
     /// Reads and checks `path`. A relative path the current directory does not have is looked

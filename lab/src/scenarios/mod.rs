@@ -7,7 +7,6 @@ pub mod dma_wakeup;
 pub mod file;
 pub mod irq_spread;
 pub mod its_balance;
-pub mod numa_scan;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -23,7 +22,6 @@ pub(crate) use delay_dequeue::DelayDequeue;
 pub(crate) use dma_wakeup::DmaWakeup;
 pub(crate) use irq_spread::IrqSpread;
 pub(crate) use its_balance::ItsBalance;
-pub(crate) use numa_scan::NumaScan;
 
 /// One shipped scenario, type-erased: what `lab scenarios`, `lab compare`, `lab prepare` and the
 /// report ask of it. Every `Scenario` is one ([`Registered`] is implemented for all of them).
@@ -86,7 +84,9 @@ pub(crate) const REGISTRY: &[(&str, Constructor)] = &[
     ("eevdf-parity", || {
         Box::new(file::ScenarioFile::shipped("eevdf-parity").expect("the shipped S2 file parses"))
     }),
-    ("numa-scan", || Box::new(NumaScan::seed())),
+    ("numa-scan", || {
+        Box::new(file::ScenarioFile::shipped("numa-scan").expect("the shipped S4 file parses"))
+    }),
     ("delay-dequeue", || Box::new(DelayDequeue::seed())),
     ("irq-spread", || Box::new(IrqSpread::seed())),
     ("its-balance", || Box::new(ItsBalance::seed())),

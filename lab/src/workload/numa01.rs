@@ -27,23 +27,28 @@ pub struct Numa01 {
 
 /// What one run reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Numa01Result {
+pub struct Numa01Result {
     /// From the start to the last process's end, as the program measured it in the guest.
     pub elapsed_s: f64,
     /// Bytes written by all threads (the first whole-region pass included).
     pub bytes: u64,
     /// Slice passes completed by all threads.
     pub passes: u64,
+    /// The run's shape, as the program took it.
     pub processes: u32,
+    /// Threads per process.
     pub threads: u32,
+    /// MiB over all processes.
     pub mib: u64,
+    /// `--loops`, if given.
     pub loops: Option<u64>,
+    /// `--seconds`, if given.
     pub seconds: Option<f64>,
 }
 
 impl Numa01 {
     /// The program's arguments.
-    pub(crate) fn argv(&self) -> Vec<String> {
+    pub fn argv(&self) -> Vec<String> {
         let mut argv = vec![
             crate::guest::NUMA01_GUEST_PATH.to_string(),
             "--mib".into(),
@@ -64,7 +69,7 @@ impl Numa01 {
     }
 
     /// Rejects shapes the program would refuse, before anything boots.
-    pub(crate) fn check(&self) -> Result<()> {
+    pub fn check(&self) -> Result<()> {
         if self.mib == 0 {
             bail!("mib must be at least 1");
         }
@@ -83,14 +88,14 @@ impl Numa01 {
     }
 
     /// The guest command, with `limit` as its timeout.
-    pub(crate) fn command(&self, limit: Duration) -> GuestCommand {
+    pub fn command(&self, limit: Duration) -> GuestCommand {
         GuestCommand::new(self.argv()).timeout(limit)
     }
 }
 
 impl Numa01Result {
     /// The program's last non-empty stdout line.
-    pub(crate) fn parse(stdout: &str) -> Result<Numa01Result> {
+    pub fn parse(stdout: &str) -> Result<Numa01Result> {
         let line = stdout
             .lines()
             .rev()
@@ -105,7 +110,7 @@ impl Numa01Result {
     }
 
     /// Bytes written per second over the run.
-    pub(crate) fn bytes_per_second(&self) -> f64 {
+    pub fn bytes_per_second(&self) -> f64 {
         self.bytes as f64 / self.elapsed_s
     }
 }

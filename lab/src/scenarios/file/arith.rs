@@ -1,6 +1,6 @@
 //! Arithmetic over a file's numeric parameters, for the amounts a metric may compute from them
 //! (`scale = "1000 / (groups * fds * fds * loops)"`, `refuse_below = "seconds - 1.5"`): numbers,
-//! parameter names, `+ - * /`, unary minus and parentheses, in `f64`. Written here because the
+//! names, `+ - * /`, unary minus, parentheses and `max(a, b, ...)`, `min(...)`, in `f64`. Written here because the
 //! expression crates divide integers as integers (evalexpr: `1 / 2` is 0), which a scale must
 //! not, and four operators are all a file needs.
 
@@ -100,8 +100,12 @@ impl<'a> Parser<'a> {
         self.at += 1;
         let v = match token {
             Some(Token::Number(n)) => n,
-            Some(Token::Name(name)) => (self.value_of)(&name)
-                .ok_or_else(|| format!("{name:?} is not a numeric parameter"))?,
+            Some(Token::Name(name)) if self.tokens.get(self.at) == Some(&Token::Op('(')) => {
+                self.call(&name, checked)?
+            }
+            Some(Token::Name(name)) => (self.value_of)(&name).ok_or_else(|| {
+                format!("{name:?} is neither a numeric parameter nor a metric before it")
+            })?,
             Some(Token::Op('-')) => -self.factor(checked)?,
             Some(Token::Op('(')) => {
                 let v = self.sum(checked)?;
@@ -116,6 +120,32 @@ impl<'a> Parser<'a> {
         };
         self.depth -= 1;
         Ok(v)
+    }
+}
+
+impl Parser<'_> {
+    /// `max(...)` or `min(...)` of one or more comma-separated expressions; `(` is next.
+    fn call(&mut self, name: &str, checked: bool) -> Result<f64, String> {
+        let pick: fn(f64, f64) -> f64 = match name {
+            "max" => f64::max,
+            "min" => f64::min,
+            other => return Err(format!("{other}( is not a function (max, min)")),
+        };
+        self.at += 1;
+        let mut v = self.sum(checked)?;
+        loop {
+            match self.tokens.get(self.at) {
+                Some(Token::Op(',')) => {
+                    self.at += 1;
+                    v = pick(v, self.sum(checked)?);
+                }
+                Some(Token::Op(')')) => {
+                    self.at += 1;
+                    return Ok(v);
+                }
+                _ => return Err(format!("{name}( without its )")),
+            }
+        }
     }
 }
 
@@ -144,7 +174,7 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
         };
         match c {
             ' ' | '\t' => {}
-            '+' | '-' | '*' | '/' | '(' | ')' => out.push(Token::Op(c)),
+            '+' | '-' | '*' | '/' | '(' | ')' | ',' => out.push(Token::Op(c)),
             '0'..='9' | '.' => {
                 let n = run(|d| d.is_ascii_digit() || d == '.' || d == 'e' || d == 'E');
                 let value = n.parse().map_err(|_| format!("{n:?} is not a number"))?;
@@ -154,7 +184,12 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
                 let name = run(|d| d.is_ascii_alphanumeric() || d == '_');
                 out.push(Token::Name(name.to_string()));
             }
-            other => return Err(format!("{other:?} at character {}: use + - * / ( )", i + 1)),
+            other => {
+                return Err(format!(
+                    "{other:?} at character {}: use + - * / ( ) max min",
+                    i + 1
+                ))
+            }
         }
     }
     if out.is_empty() {
@@ -198,12 +233,14 @@ mod tests {
     #[test]
     fn what_is_wrong_is_said() {
         let err = |t: &str| of(t).unwrap_err();
-        assert!(err("seconds * 2").contains("\"seconds\" is not a numeric parameter"));
+        assert!(err("seconds * 2").contains("\"seconds\" is neither a numeric parameter"));
         assert!(err("1 / (fds - 10)").contains("divides by zero"));
         assert!(err("(1 + 2").contains("a ( without its )"));
         assert!(err("1 2").contains("unexpected number 2"));
         assert!(err("2 ^ 3").contains("'^' at character 3"));
         assert!(err("").contains("empty"));
+        assert!(err("pow(2, 3)").contains("pow( is not a function"));
+        assert!(err("max(1, 2").contains("max( without its )"));
         assert!(err("1 +").contains("ends where"));
         assert!(err(&"(".repeat(40)).contains("nested deeper than 32"));
         assert!(err(&"1+".repeat(200)).contains("longer than 256"));

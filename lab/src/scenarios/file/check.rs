@@ -459,11 +459,30 @@ impl Checker<'_> {
         &self,
         metric: &metrics::FileMetric,
         params: &serde_json::Map<String, Value>,
+        earlier: &[&str],
     ) -> std::result::Result<(), (&'static str, String)> {
+        let from_s = match &metric.source {
+            metrics::Source::Vmstat { from_s, .. } => from_s,
+            _ => &None,
+        };
+        if let metrics::Source::Compute(text) = &metric.source {
+            for name in super::arith::variables(text).unwrap_or_default() {
+                let numeric = params.get(&name).is_some_and(Value::is_number);
+                if !numeric && !earlier.contains(&name.as_str()) {
+                    let msg = format!(
+                        "{text:?}: {name:?} is neither a numeric parameter nor a metric above \
+                         this one (above: {})",
+                        earlier.join(", ")
+                    );
+                    return Err(("compute", msg));
+                }
+            }
+        }
         let named = [
             ("scale", &metric.scale),
             ("refuse_below", &metric.refuse_below),
             ("refuse_above", &metric.refuse_above),
+            ("from_s", from_s),
         ];
         for (field, amount) in named {
             let Some(amount) = amount else { continue };
@@ -503,7 +522,8 @@ impl Checker<'_> {
                 .map_err(|(field, e)| bad_input(self.path, format!("line {line}: {field}"), e))?;
             metric.line = line;
             let field = format!("metric {:?}", m.name.get_ref());
-            self.amounts(&metric, params)
+            let earlier: Vec<&str> = out.iter().map(|o| o.def.name.as_str()).collect();
+            self.amounts(&metric, params, &earlier)
                 .map_err(|(f, e)| bad_input(self.path, format!("line {line}: {field}: {f}"), e))?;
             if out.iter().any(|o| o.def.name == metric.def.name) {
                 return Err(self.err(m.name.span(), &field, "a second metric of this name"));

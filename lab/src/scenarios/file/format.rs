@@ -235,15 +235,19 @@ pub(super) struct RawMetric {
     /// A `/proc/vmstat` counter's change over the workload.
     #[serde(default)]
     pub vmstat: Option<Spanned<String>>,
-    /// With `vmstat`: the change from this many seconds into the workload to its end.
+    /// With `vmstat`: the change from this many seconds into the workload to its end (a number
+    /// or an expression of numeric parameters).
     #[serde(default)]
-    pub from_s: Option<f64>,
+    pub from_s: Option<toml::Value>,
     /// A `[[count]]`'s events over the workload, all CPUs.
     #[serde(default)]
     pub count: Option<Spanned<String>>,
     /// A regular expression over the workload's output; its first group is the value.
     #[serde(default)]
     pub output: Option<Spanned<String>>,
+    /// An expression of earlier metrics' values and numeric parameters (`"gib / elapsed_s"`).
+    #[serde(default)]
+    pub compute: Option<Spanned<String>>,
     /// Comparisons are decided on it.
     #[serde(default)]
     pub primary: bool,

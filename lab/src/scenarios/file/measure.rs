@@ -160,7 +160,7 @@ pub(super) async fn measure(
     if let Some(settle) = file.settle {
         vm.wait_for_uptime(settle).await;
     }
-    let (counters, from) = file.vmstat_wanted();
+    let (counters, from) = file.vmstat_wanted(names.params)?;
     let irqs_before = Interrupts::read(vm).await?;
     let vmstat_before = VmStat::read(vm).await?;
     let (run, snapshots, sent) = tokio::join!(
@@ -412,8 +412,11 @@ impl ScenarioFile {
     }
 
     /// The `/proc/vmstat` counters the metrics read, and the times into the workload their
-    /// `from_s` windows start, sorted.
-    pub(super) fn vmstat_wanted(&self) -> (Vec<&str>, Vec<f64>) {
+    /// `from_s` windows start with the run's `params`, sorted.
+    pub(super) fn vmstat_wanted(
+        &self,
+        params: &serde_json::Map<String, Value>,
+    ) -> Result<(Vec<&str>, Vec<f64>)> {
         let mut counters = Vec::new();
         let mut from: Vec<f64> = Vec::new();
         for m in &self.metrics {
@@ -421,15 +424,31 @@ impl ScenarioFile {
                 if !counters.contains(&counter.as_str()) {
                     counters.push(counter.as_str());
                 }
-                if let Some(s) = from_s {
-                    if !from.contains(s) {
-                        from.push(*s);
+                if let Some(amount) = from_s {
+                    let s = amount.value(params).map_err(|e| {
+                        anyhow::anyhow!(
+                            "{}: line {}: metric {:?}: from_s: {e}",
+                            self.path.display(),
+                            m.line,
+                            m.def.name
+                        )
+                    })?;
+                    if !(s.is_finite() && s > 0.0) {
+                        bail!(
+                            "{}: line {}: metric {:?}: from_s is {s}, not a time above 0",
+                            self.path.display(),
+                            m.line,
+                            m.def.name
+                        );
+                    }
+                    if !from.contains(&s) {
+                        from.push(s);
                     }
                 }
             }
         }
         from.sort_by(f64::total_cmp);
-        (counters, from)
+        Ok((counters, from))
     }
 }
 

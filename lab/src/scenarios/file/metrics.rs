@@ -37,12 +37,14 @@ pub(super) enum Source {
     /// A `/proc/vmstat` counter's change over the workload, or from `from_s` into it.
     Vmstat {
         counter: String,
-        from_s: Option<f64>,
+        from_s: Option<Amount>,
     },
     /// A `[[count]]`'s events, all CPUs.
     Count(String),
     /// The first group of a regular expression over the workload's output.
     Output(regex::Regex),
+    /// An expression of earlier metrics' values and numeric parameters.
+    Compute(String),
 }
 
 /// The placement's figures a metric can be.
@@ -193,8 +195,9 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
         };
         let d = MetricDef::new(&name, unit, direction, magnitude);
         match source {
-            // A gauge in vmstat can fall; an output is whatever the program prints.
-            Source::Output(_) | Source::Vmstat { .. } => d,
+            // A gauge in vmstat can fall; an output is whatever the program prints, a computed
+            // value whatever its expression gives.
+            Source::Output(_) | Source::Vmstat { .. } | Source::Compute(_) => d,
             _ => d.non_negative(),
         }
     };
@@ -301,8 +304,14 @@ fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
         sources.push(("usage", Source::Usage(figure)));
     }
     if let Some(v) = &raw.vmstat {
-        if let Some(from) = raw.from_s {
-            if !(from.is_finite() && from > 0.0) {
+        let from_s = raw
+            .from_s
+            .as_ref()
+            .map(Amount::from_toml)
+            .transpose()
+            .map_err(|e| (field("from_s"), e))?;
+        if let Some(Amount::Number(from)) = from_s {
+            if from <= 0.0 {
                 return Err((field("from_s"), format!("{from} is not a time above 0")));
             }
         }
@@ -317,13 +326,7 @@ fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
                 format!("{counter:?} is not a /proc/vmstat name"),
             ));
         }
-        sources.push((
-            "vmstat",
-            Source::Vmstat {
-                counter,
-                from_s: raw.from_s,
-            },
-        ));
+        sources.push(("vmstat", Source::Vmstat { counter, from_s }));
     } else if raw.from_s.is_some() {
         return Err((field("from_s"), "from_s belongs to a vmstat metric".into()));
     }
@@ -339,6 +342,11 @@ fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
             ));
         }
         sources.push(("output", Source::Output(re)));
+    }
+    if let Some(v) = &raw.compute {
+        let text = v.get_ref();
+        super::arith::variables(text).map_err(|e| (field("compute"), format!("{text:?}: {e}")))?;
+        sources.push(("compute", Source::Compute(text.clone())));
     }
     match sources.len() {
         1 => Ok(sources.remove(0).1),
@@ -429,11 +437,13 @@ impl FileMetric {
             Source::Vmstat { counter, from_s } => {
                 let deltas = match from_s {
                     None => Some(seen.vmstat),
-                    Some(from) => seen
-                        .vmstat_from
-                        .iter()
-                        .find(|(s, _)| s == from)
-                        .map(|(_, d)| d),
+                    Some(from) => {
+                        let from = from.value(names.params)?;
+                        seen.vmstat_from
+                            .iter()
+                            .find(|(s, _)| *s == from)
+                            .map(|(_, d)| d)
+                    }
                 };
                 let delta = deltas
                     .and_then(|d| d.get(counter))
@@ -441,6 +451,8 @@ impl FileMetric {
                 Some(*delta as f64)
             }
             Source::Count(name) => Some(*seen.counts.get(name).ok_or("no such [[count]]")? as f64),
+            // Computed in `values`, from the metrics before it.
+            Source::Compute(_) => None,
             Source::Landed(landing) => {
                 let a = seen.attribution.ok_or("the file watches no task")?;
                 share(a.landed_anywhere(*landing), a.total())
@@ -520,9 +532,21 @@ pub(super) fn values(
             amount(&m.refuse_below)?,
             amount(&m.refuse_above)?,
         );
-        let value = m
-            .value(seen, names, topology)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+        let value = match &m.source {
+            Source::Compute(text) => {
+                let mut lookup = |name: &str| {
+                    out.get(name)
+                        .copied()
+                        .or_else(|| names.params.get(name)?.as_f64())
+                };
+                let v = super::arith::eval(text, &mut lookup)
+                    .map_err(|e| anyhow::anyhow!("{}: compute {text:?}: {e}", at()))?;
+                Some(v)
+            }
+            _ => m
+                .value(seen, names, topology)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?,
+        };
         match value.map(|v| v * scale.unwrap_or(1.0)) {
             Some(v) => {
                 let below = low.filter(|b| v < *b).map(|b| ("below", b));

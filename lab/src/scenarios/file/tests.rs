@@ -306,20 +306,20 @@ fn shipped(name: &str) -> ScenarioFile {
     ScenarioFile::read(&crate::repo_path(&format!("scenarios/{name}.toml"))).unwrap()
 }
 
-/// S2 is shipped as its file: `lab compare eevdf-parity` runs the text built into the lab, the
-/// repository's `scenarios/eevdf-parity.toml`, per 1000 messages as the Rust definition was.
+/// S2 and S4 are shipped as their files: `lab compare eevdf-parity` and `lab compare numa-scan`
+/// run the text built into the lab, the repository's `scenarios/NAME.toml`, with the metrics,
+/// units and magnitudes their Rust definitions had.
 #[test]
-fn s2_is_shipped_as_its_file_and_s4s_file_compares_what_its_rust_definition_does() {
-    use crate::scenarios::NumaScan;
+fn s2_and_s4_are_shipped_as_their_files() {
+    for name in ["eevdf-parity", "numa-scan"] {
+        let built_in = ScenarioFile::shipped(name).unwrap();
+        let in_repo = shipped(name);
+        assert_eq!(built_in.name(), name);
+        let debug = |f: &ScenarioFile| format!("{:?}{:?}", f.metrics(), f.default_variants());
+        assert_eq!(debug(&built_in), debug(&in_repo), "{name}");
+    }
     let primary = |m: Vec<MetricDef>| m.into_iter().find(|m| m.primary).unwrap();
     let s2 = shipped("eevdf-parity");
-    let built_in = ScenarioFile::shipped("eevdf-parity").unwrap();
-    assert_eq!(built_in.name(), "eevdf-parity");
-    assert_eq!(
-        format!("{:?}", built_in.metrics()),
-        format!("{:?}", s2.metrics())
-    );
-    assert_eq!(built_in.default_variants(), s2.default_variants());
     let names: Vec<String> = s2.default_variants().into_iter().map(|v| v.name).collect();
     assert_eq!(names, ["RUN_TO_PARITY", "NO_RUN_TO_PARITY"]);
     let p = primary(s2.metrics());
@@ -337,11 +337,33 @@ fn s2_is_shipped_as_its_file_and_s4s_file_compares_what_its_rust_definition_does
     let picture = s2.picture().unwrap();
     assert_eq!(picture.per_cpu, "/counts_per_cpu/preempted");
     let s4 = shipped("numa-scan");
-    assert_eq!(s4.default_variants(), NumaScan::seed().default_variants());
-    let (file, rust) = (primary(s4.metrics()), primary(NumaScan::seed().metrics()));
-    assert_eq!((&file.name, file.magnitude), (&rust.name, rust.magnitude));
+    let names: Vec<String> = s4.default_variants().into_iter().map(|v| v.name).collect();
     assert_eq!(
-        s4.vmstat_wanted(),
+        names,
+        [
+            "v6.12",
+            "v6.12+numa-scan-revert",
+            "v6.12+numa-scan-pid-only"
+        ]
+    );
+    let p = primary(s4.metrics());
+    assert_eq!(
+        (p.name.as_str(), p.magnitude),
+        ("numa_pte_updates", Magnitude::relative(0.4))
+    );
+    let metric = |name: &str| s4.metrics().into_iter().find(|m| m.name == name).unwrap();
+    assert_eq!(metric("gib_per_s").unit, "GiB/s");
+    assert_eq!(metric("gib_per_s").direction, Direction::HigherIsBetter);
+    assert_eq!(
+        metric("late_numa_pages_migrated").magnitude,
+        Magnitude::Absolute(100.0)
+    );
+    // The late window follows late_after_s.
+    let mut half = s4.params().as_object().unwrap().clone();
+    half.insert("late_after_s".into(), serde_json::json!(7.5));
+    assert_eq!(s4.vmstat_wanted(&half).unwrap().1, vec![7.5]);
+    assert_eq!(
+        s4.vmstat_wanted(s4.params().as_object().unwrap()).unwrap(),
         (
             vec![
                 "numa_pte_updates",
@@ -389,9 +411,18 @@ fn vmstat_usage_and_count_metrics_read_their_observations() {
         params: &serde_json::Map::new(),
         cpus: &BTreeMap::new(),
     };
+    let s4_names = Names {
+        params: s4.params().as_object().unwrap(),
+        cpus: &BTreeMap::new(),
+    };
     let value = |file: &ScenarioFile, name: &str| {
         let m = file.metrics.iter().find(|m| m.def.name == name).unwrap();
-        m.value(&seen, &names, &ci()).unwrap()
+        let names = if file.name() == "numa-scan" {
+            &s4_names
+        } else {
+            &names
+        };
+        m.value(&seen, names, &ci()).unwrap()
     };
     assert_eq!(value(&s4, "numa_pte_updates"), Some(1200.0));
     assert_eq!(value(&s4, "late_numa_pte_updates"), Some(300.0));
@@ -415,10 +446,6 @@ fn vmstat_usage_and_count_metrics_read_their_observations() {
         .iter()
         .position(|m| m.def.name == "elapsed_s")
         .unwrap();
-    let s4_names = Names {
-        params: s4.params().as_object().unwrap(),
-        cpus: &BTreeMap::new(),
-    };
     let err = metrics::values(
         &s4.metrics[elapsed..=elapsed],
         &seen,
@@ -434,6 +461,17 @@ fn vmstat_usage_and_count_metrics_read_their_observations() {
             .contains("metric \"elapsed_s\": 3.25 is below refuse_below = 28.5"),
         "{}",
         rejected.cause
+    );
+    // A whole run: its GiB from the output's bytes, GiB/s computed from the metrics above it.
+    let whole = metrics::Observed {
+        output: "{\"bytes\":32212254720,\"elapsed_s\":30.0,\"per_process\":[{\"bytes\":1}]}",
+        ..seen
+    };
+    let three = &s4.metrics[elapsed..elapsed + 3];
+    let got = metrics::values(three, &whole, &s4_names, &ci(), "s4.toml").unwrap();
+    assert_eq!(
+        (got["gib"], got["elapsed_s"], got["gib_per_s"]),
+        (30.0, 30.0, 1.0)
     );
     let m = s4
         .metrics
