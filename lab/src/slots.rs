@@ -64,14 +64,18 @@ impl CpuSlots {
 
     /// The slots under `cache_root`: `LAB_CPUS` of them if set (for a host shared with other
     /// work), otherwise one per CPU this process may run on; a guest waits for them at most
-    /// `LAB_SLOT_WAIT` seconds if set, else as long as it takes.
+    /// `LAB_SLOT_WAIT` seconds if set, else as long as any lock (`LAB_LOCK_WAIT_S`, 2 hours):
+    /// a lab that hangs holding slots stops the others with an error, not for ever.
     pub(crate) fn for_host(cache_root: &Path) -> Result<CpuSlots> {
         let max_wait = match std::env::var("LAB_SLOT_WAIT") {
-            Ok(text) => Some(Duration::from_secs(text.trim().parse().with_context(
-                || format!("LAB_SLOT_WAIT={text:?}: expected whole seconds"),
-            )?)),
-            Err(_) => None,
+            Ok(text) => Duration::from_secs(
+                text.trim()
+                    .parse()
+                    .with_context(|| format!("LAB_SLOT_WAIT={text:?}: expected whole seconds"))?,
+            ),
+            Err(_) => crate::cache::lock::wait_most(),
         };
+        let max_wait = Some(max_wait);
         Ok(CpuSlots::with_total(cache_root)?.with_max_wait(max_wait))
     }
 
@@ -215,6 +219,23 @@ mod tests {
         assert!(slots.try_acquire(1).unwrap().is_none());
         drop(all);
         assert!(slots.try_acquire(2).unwrap().is_some());
+    }
+
+    /// Without `LAB_SLOT_WAIT` a guest still waits no longer than any lock: a lab that hangs
+    /// holding slots must not stop the others for ever (issue W2). (Environment set here: each
+    /// test is its own process under nextest.)
+    #[test]
+    fn the_slot_wait_is_bounded_by_default() {
+        let dir = tempfile::tempdir().unwrap();
+        std::env::remove_var("LAB_SLOT_WAIT");
+        std::env::set_var("LAB_LOCK_WAIT_S", "7");
+        let slots = CpuSlots::for_host(dir.path()).unwrap();
+        assert_eq!(slots.max_wait, Some(Duration::from_secs(7)));
+        std::env::set_var("LAB_SLOT_WAIT", "3");
+        assert_eq!(
+            CpuSlots::for_host(dir.path()).unwrap().max_wait,
+            Some(Duration::from_secs(3))
+        );
     }
 
     #[tokio::test]

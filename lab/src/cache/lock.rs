@@ -52,7 +52,7 @@ fn effective_uid() -> u32 {
 }
 
 /// The longest wait: `LAB_LOCK_WAIT_S` seconds, else [`WAIT_MOST`].
-fn wait_most() -> Duration {
+pub(crate) fn wait_most() -> Duration {
     std::env::var("LAB_LOCK_WAIT_S")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -603,4 +603,13 @@ fn a_computed_amount_names_numeric_parameters_only() {
     );
     let e = with("scale = \"1 / (start_cpu - start_cpu)\"");
     assert!(e.contains("divides by zero"), "{e}");
+    // A computed metric reads the metrics above it, not below.
+    let e = error_of(
+        "name = \"share_on_irq_cpu\"\nswitch_ins_on = \"irq\"\n",
+        "name = \"share_on_irq_cpu\"\ncompute = \"iops / 2\"\n",
+    );
+    assert!(
+        e.contains("metric \"share_on_irq_cpu\": compute: \"iops / 2\": \"iops\" is neither a numeric parameter nor a metric above this one"),
+        "{e}"
+    );
 }
