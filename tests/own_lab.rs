@@ -77,6 +77,35 @@ fn a_crates_own_scenario_runs_under_the_labs_verbs() {
     assert!(again.status.success());
     assert!(String::from_utf8_lossy(&again.stdout).contains("DIFFERENT"));
     std::fs::remove_dir_all(&root).unwrap();
+    // `bundle create` carries the crate's own binary as the bundle's lab, so the bundle runs
+    // the crate's scenario on a host with neither the crate nor cargo.
+    let work = tempfile::tempdir().unwrap();
+    let bundle = work.path().join("probe.bundle");
+    let made = Command::new(&bin)
+        .args(["bundle", "create", "--scenario", "feature-probe", "-o"])
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let ran = Command::new(&bin)
+        .args(["bundle", "run"])
+        .arg(&bundle)
+        .arg("--dir")
+        .arg(work.path().join("unpacked"))
+        .args(["--", "compare", "feature-probe", "--repetitions", "1"])
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&ran.stdout),
+        String::from_utf8_lossy(&ran.stderr),
+    );
+    assert!(ran.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("run_to_parity"), "{stdout}");
 }
 
 /// The NIC placement scenario in Rust (`lab/examples/nic_placement.rs`, at most 150 lines on the

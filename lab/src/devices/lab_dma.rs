@@ -230,11 +230,27 @@ pub(crate) fn locate() -> Result<PathBuf> {
 }
 
 /// Where cargo puts `lab-dma` for the executable `exe`: its directory, or the one above for a
-/// test binary in `deps/`.
+/// test binary in `deps/` or an example in `examples/` (a crate's own lab, `lab::cli::main_with`).
 pub(crate) fn beside(exe: &Path) -> Option<PathBuf> {
     let mut profile_dir = exe.parent()?.to_path_buf();
-    if profile_dir.file_name().is_some_and(|n| n == "deps") {
+    if profile_dir
+        .file_name()
+        .is_some_and(|n| n == "deps" || n == "examples")
+    {
         profile_dir.pop();
     }
     Some(profile_dir.join("lab-dma"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lab_dma_is_found_beside_a_binary_a_test_or_an_example() {
+        let want = Some(PathBuf::from("/t/debug/lab-dma"));
+        assert_eq!(beside(Path::new("/t/debug/lab")), want);
+        assert_eq!(beside(Path::new("/t/debug/deps/vm-0123")), want);
+        assert_eq!(beside(Path::new("/t/debug/examples/own_lab")), want);
+    }
 }

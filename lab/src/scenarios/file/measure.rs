@@ -242,6 +242,14 @@ async fn bring_up_nics(
     Ok(out)
 }
 
+/// The lab's end of `[traffic]`'s NIC's wire.
+fn wire(vm: &Vm, device: usize) -> Result<&nic::Traffic> {
+    vm.devices()
+        .get(device)
+        .and_then(|d| d.host_part::<nic::Traffic>())
+        .with_context(|| format!("traffic.device {device}: not a NIC with a host side"))
+}
+
 /// `[traffic]`'s flow, once its `after` file exists in the guest; `None` without one.
 async fn send_traffic(
     file: &ScenarioFile,
@@ -251,11 +259,7 @@ async fn send_traffic(
     let Some(t) = &file.traffic else {
         return Ok(None);
     };
-    let host = vm
-        .devices()
-        .get(t.device)
-        .and_then(|d| d.host_part::<nic::Traffic>())
-        .with_context(|| format!("traffic.device {}: not a NIC with a host side", t.device))?;
+    let host = wire(vm, t.device)?;
     if let Some(after) = &t.after {
         // On the control CPU where the file names one: the polling stays off the watched CPUs.
         vm.sh(&choreography::wait_for_file(after, control))
@@ -272,11 +276,7 @@ async fn warm_up(file: &ScenarioFile, irq: u32, vm: &Vm) -> Result<Option<u32>> 
     let Some(t) = file.traffic.as_ref().filter(|t| t.warm_up) else {
         return Ok(None);
     };
-    let host = vm
-        .devices()
-        .get(t.device)
-        .and_then(|d| d.host_part::<nic::Traffic>())
-        .with_context(|| format!("traffic.device {}: not a NIC with a host side", t.device))?;
+    let host = wire(vm, t.device)?;
     let poke = nic::UdpFlow {
         port: if t.flow.port == 9 { 10 } else { 9 },
         payload: 1,
