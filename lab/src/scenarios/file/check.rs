@@ -478,16 +478,20 @@ impl Checker<'_> {
                 }
             }
         }
+        // `from_s` is read before any metric is: parameters only.
         let named = [
-            ("scale", &metric.scale),
-            ("refuse_below", &metric.refuse_below),
-            ("refuse_above", &metric.refuse_above),
-            ("from_s", from_s),
+            ("scale", &metric.scale, true),
+            ("refuse_below", &metric.refuse_below, true),
+            ("refuse_above", &metric.refuse_above, true),
+            ("from_s", from_s, false),
         ];
-        for (field, amount) in named {
+        for (field, amount, reads_metrics) in named {
             let Some(amount) = amount else { continue };
             if let metrics::Amount::Expr(text) = amount {
                 for name in super::arith::variables(text).unwrap_or_default() {
+                    if reads_metrics && earlier.contains(&name.as_str()) {
+                        continue;
+                    }
                     if !params.get(&name).is_some_and(Value::is_number) {
                         let known: Vec<&str> = params
                             .iter()
@@ -502,7 +506,16 @@ impl Checker<'_> {
                     }
                 }
             }
-            amount.value(params).map_err(|e| (field, e))?;
+            // With the file's own parameters (a metric above stands in as 1: its value is the
+            // boot's).
+            let mut lookup = |name: &str| {
+                let above = reads_metrics && earlier.contains(&name);
+                params
+                    .get(name)
+                    .and_then(Value::as_f64)
+                    .or(above.then_some(1.0))
+            };
+            amount.value_with(&mut lookup).map_err(|e| (field, e))?;
         }
         Ok(())
     }

@@ -252,13 +252,33 @@ impl Amount {
         &self,
         params: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<f64, String> {
+        self.value_with(&mut |name: &str| params.get(name)?.as_f64())
+    }
+
+    /// Its value, each name looked up with `lookup`.
+    pub(super) fn value_with(
+        &self,
+        lookup: &mut dyn FnMut(&str) -> Option<f64>,
+    ) -> Result<f64, String> {
         match self {
             Amount::Number(x) => Ok(*x),
             Amount::Expr(text) => {
-                let mut lookup = |name: &str| params.get(name).and_then(serde_json::Value::as_f64);
-                super::arith::eval(text, &mut lookup).map_err(|e| format!("{text:?}: {e}"))
+                super::arith::eval(text, lookup).map_err(|e| format!("{text:?}: {e}"))
             }
         }
+    }
+}
+
+/// A name in a metric's expression: a metric above it in this boot, else a numeric parameter.
+fn known<'a>(
+    above: &'a BTreeMap<String, f64>,
+    params: &'a serde_json::Map<String, serde_json::Value>,
+) -> impl FnMut(&str) -> Option<f64> + 'a {
+    move |name| {
+        above
+            .get(name)
+            .copied()
+            .or_else(|| params.get(name)?.as_f64())
     }
 }
 
@@ -523,7 +543,7 @@ pub(super) fn values(
         let at = || format!("{file}: line {}: metric {:?}", m.line, m.def.name);
         let amount = |a: &Option<Amount>| -> anyhow::Result<Option<f64>> {
             a.as_ref()
-                .map(|a| a.value(names.params))
+                .map(|a| a.value_with(&mut known(&out, names.params)))
                 .transpose()
                 .map_err(|e| anyhow::anyhow!("{}: {e}", at()))
         };
@@ -534,12 +554,7 @@ pub(super) fn values(
         );
         let value = match &m.source {
             Source::Compute(text) => {
-                let mut lookup = |name: &str| {
-                    out.get(name)
-                        .copied()
-                        .or_else(|| names.params.get(name)?.as_f64())
-                };
-                let v = super::arith::eval(text, &mut lookup)
+                let v = super::arith::eval(text, &mut known(&out, names.params))
                     .map_err(|e| anyhow::anyhow!("{}: compute {text:?}: {e}", at()))?;
                 Some(v)
             }

@@ -51,6 +51,20 @@ fn the_s1_file_plans_what_the_rust_s1_plans() {
         primaries, rust_primaries,
         "the same decision, the same magnitude and range"
     );
+    // Every figure the Rust S1 records, with its unit, direction and magnitude.
+    let file_metrics = file.metrics();
+    for m in rust.metrics() {
+        let f = file_metrics
+            .iter()
+            .find(|f| f.name == m.name)
+            .unwrap_or_else(|| panic!("the S1 file lacks {}", m.name));
+        assert_eq!(
+            (&f.unit, f.direction, f.magnitude, f.optional),
+            (&m.unit, m.direction, m.magnitude, m.optional),
+            "{}",
+            m.name
+        );
+    }
     let t = ci();
     assert_eq!(
         file.plan(file.params(), &t).unwrap().devices,
