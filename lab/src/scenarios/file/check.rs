@@ -453,8 +453,9 @@ impl Checker<'_> {
         }
     }
 
-    /// A metric's computed amounts use numeric parameters only, and give a number with the
-    /// file's own values (a `--set` value of another kind is refused where it is set).
+    /// A metric's computed amounts name numeric parameters and (but for `from_s`) the metrics
+    /// above it, and give a number with the file's own values (a `--set` value of another kind
+    /// is refused where it is set).
     fn amounts(
         &self,
         metric: &metrics::FileMetric,
@@ -498,8 +499,13 @@ impl Checker<'_> {
                             .filter(|(_, v)| v.is_number())
                             .map(|(k, _)| k.as_str())
                             .collect();
+                        let or_metric = if reads_metrics {
+                            " nor a metric above this one"
+                        } else {
+                            ""
+                        };
                         let msg = format!(
-                            "{text:?}: {name:?} is not a numeric parameter (numeric: {})",
+                            "{text:?}: {name:?} is not a numeric parameter{or_metric} (numeric: {})",
                             known.join(", ")
                         );
                         return Err((field, msg));

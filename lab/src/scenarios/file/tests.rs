@@ -601,7 +601,7 @@ fn a_computed_amount_names_numeric_parameters_only() {
     };
     let e = with("scale = \"placement * 2\"");
     assert!(
-        e.contains("metric \"share_on_irq_cpu\": scale: \"placement * 2\": \"placement\" is not a numeric parameter (numeric: start_cpu"),
+        e.contains("metric \"share_on_irq_cpu\": scale: \"placement * 2\": \"placement\" is not a numeric parameter nor a metric above this one (numeric: start_cpu"),
         "{e}"
     );
     assert!(e.contains("line "), "{e}");
