@@ -66,7 +66,9 @@ async fn without_run_to_parity_wakeups_preempt_hackbench_twice_as_often() {
     // RUN_TO_PARITY 28.3-40.4, NO_RUN_TO_PARITY 66.8-97.1 (25 boots each, never overlapping),
     // shifts +39.4 to +47.9 against magnitudes of 16.6-17.9, decided at 5 a side each time;
     // 48-64 s a run against 64 and 67 s at 1500 loops that day (hackbench 2.8-7.4 s a boot;
-    // its start and the trace's set-up and read do not shrink).
+    // its start and the trace's set-up and read do not shrink). As the shipped file, with Welch's
+    // halfway degrees of freedom (2026-12-07, 2-core AMD EPYC): RUN_TO_PARITY 29.3-35.8,
+    // NO_RUN_TO_PARITY 75.7-103.8, shift +54.95 against a magnitude of 16.32, decided at 5.
     ab.assert_higher("involuntary_switches", WITHOUT_PARITY)
         .unwrap();
     // The two counts are one thing seen twice (rusage of the process, the trace of its

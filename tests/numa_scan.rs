@@ -114,7 +114,10 @@ async fn the_scan_stalls_under_fc137c0ddab2s_rule_not_on_v6_12_nor_without_the_f
     // -567769 against magnitudes of 220119-294807 (1.6-2.0x the magnitude; 1.8-2.3x at full
     // size: its first two passes cover more of the smaller regions); the revert SAME at 9 every
     // time (shifts -13378 to +18757, both intervals inside -158872..+153788). The binary took
-    // 233-259 s, against 449 s at full size on the same host that day.
+    // 233-259 s, against 449 s at full size on the same host that day. As the shipped file, with
+    // Welch's halfway degrees of freedom (2026-12-07, 2-core AMD EPYC, beside other builds):
+    // v6.12 370061-858538, revert 517067-707691, pid-only 37252-410820; the revert SAME at 9
+    // (shift -40935), pid-only DIFFERENT at 9 (shift -471467 against 252324, p=3.9e-4); 246 s.
     let lab = common::lab().await;
     let mut experiment = s4();
     if lab.on_kvm() {
