@@ -279,7 +279,14 @@ fn a_scenario_file_runs_from_its_bundle() {
         std::fs::create_dir_all(scratch.join(d)).unwrap();
     }
     let file = scratch.join("s1-file.bundle");
-    let s1 = lab::repo_path("scenarios/dma-wakeup.toml");
+    // A user's own file: the shipped S1 under another name, as one starts from it.
+    let s1 = scratch.join("my-s1.toml");
+    let shipped = std::fs::read_to_string(lab::repo_path("scenarios/dma-wakeup.toml")).unwrap();
+    std::fs::write(
+        &s1,
+        shipped.replacen("name = \"dma-wakeup\"", "name = \"my-s1\"", 1),
+    )
+    .unwrap();
     let out = Command::new(&lab_bin)
         .args(["bundle", "create", "--scenario"])
         .arg(&s1)
@@ -295,7 +302,7 @@ fn a_scenario_file_runs_from_its_bundle() {
     let mut compare = vec![
         "compare",
         "--scenario",
-        "scenarios/dma-wakeup-file.toml",
+        "scenarios/my-s1.toml",
         "--repetitions",
         "1",
     ];
@@ -307,13 +314,12 @@ fn a_scenario_file_runs_from_its_bundle() {
         "the bundled file did not run:\n{stderr}"
     );
     assert!(
-        stderr.contains("compare --scenario scenarios/dma-wakeup-file.toml"),
+        stderr.contains("compare --scenario scenarios/my-s1.toml"),
         "the bundle says how to run its file:\n{stderr}"
     );
     assert!(stdout.contains("share_on_irq_cpu"), "{stdout}");
     assert!(
-        std::fs::read_dir(scratch.join("results/dma-wakeup-file"))
-            .is_ok_and(|mut d| d.next().is_some()),
+        std::fs::read_dir(scratch.join("results/my-s1")).is_ok_and(|mut d| d.next().is_some()),
         "no record under LAB_RESULTS_DIR"
     );
 }

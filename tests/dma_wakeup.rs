@@ -2,26 +2,39 @@
 //! engine's completion interrupt. `wake_affine_idle()` in v6.12 only moves the wakee to the
 //! interrupted CPU when both share a cache; the proposed revert lets it follow the interrupt
 //! anywhere. Each test boots both kernels several times, interleaved, one boot per sample, and
-//! compares them; the table is printed so a failing run shows its numbers.
+//! compares them; the table is printed so a failing run shows its numbers. The lab ships S1 as
+//! a scenario file (`scenarios/dma-wakeup.toml`, built into the lab): these tests run it, as
+//! `lab compare dma-wakeup --set placement=...` does.
 
 mod common;
 
 use lab::experiment::{Experiment, Outcome};
 use lab::report::Comparison;
-use lab::scenarios::dma_wakeup::{DmaEngine, DmaWakeup, IrqPlacement, BASE, REVERT};
+use lab::scenarios::file::ScenarioFile;
 use lab::stats::{Decision, Magnitude};
-use lab::workload::Dmatest;
 
-/// The seed's dmatest run with 128 KiB buffers instead of 1 MiB: dmatest verifies both whole
+/// The base kernel and the base with the seed's fix reverted (the file's variants).
+const BASE: &str = "v6.12";
+const REVERT: &str = "v6.12+wake-affine-idle-revert";
+
+/// S1 as the lab ships it, the seed's parameters.
+fn seed() -> Experiment<ScenarioFile> {
+    Experiment::new(ScenarioFile::shipped("dma-wakeup").unwrap())
+}
+
+/// With the seed's dmatest run at 128 KiB buffers instead of 1 MiB: dmatest verifies both whole
 /// buffers after every copy, which under TCG made the thread compute ~40 ms per copy (46 s of
 /// each 60 s boot); with 128 KiB it computes an eighth of that, closer to the hardware's ratio
 /// of computing to waiting for the engine. S1_ITERATIONS copies instead of the seed's 1000
 /// (issue [P]), 64 KiB transfers, no random sizes. The throughput test on real hardware keeps
 /// the seed's own parameters.
-fn tcg_dmatest() -> Dmatest {
-    Dmatest::seed_parameters()
-        .test_buf_size(common::S1_TCG_BUF_SIZE)
-        .iterations(S1_ITERATIONS)
+fn tcg_dmatest(experiment: Experiment<ScenarioFile>) -> Experiment<ScenarioFile> {
+    experiment
+        .set(
+            "dmatest.test_buf_size",
+            &common::S1_TCG_BUF_SIZE.to_string(),
+        )
+        .set("dmatest.iterations", &S1_ITERATIONS.to_string())
 }
 
 /// Copies per boot under TCG (the seed's: 1000). At 500, five runs of this binary (2026-12-06,
@@ -30,24 +43,20 @@ fn tcg_dmatest() -> Dmatest {
 /// boot against 4.87 s at 1000 in a run the same day (300 and 60 boots).
 const S1_ITERATIONS: u32 = common::S1_TCG_ITERATIONS;
 
-/// S1 with `placement`, under the name its results are kept as.
-fn s1(name: &str, placement: IrqPlacement) -> Experiment<DmaWakeup> {
-    Experiment::new(
-        DmaWakeup::seed()
-            .placement(placement)
-            .dmatest(tcg_dmatest()),
-    )
-    .named(name)
+/// S1 with `placement` (same-llc, cross-llc, remote-node), under the name its results are kept
+/// as.
+fn s1(name: &str, placement: &str) -> Experiment<ScenarioFile> {
+    tcg_dmatest(seed()).set("placement", placement).named(name)
 }
 
-async fn run(experiment: Experiment<DmaWakeup>) -> (lab::Lab, Outcome) {
+async fn run(experiment: Experiment<ScenarioFile>) -> (lab::Lab, Outcome) {
     let (lab, outcome) = common::run_experiment(experiment).await;
     for b in outcome.record.boots() {
         let m = |name: &str| b.samples.get(name).copied().unwrap_or(f64::NAN);
         println!(
             "  {:<32} irq cpu {} share {:5.1}%  irq LLC {:5.1}%  start LLC {:5.1}%  node {:5.1}%  max {:5.1}%  xLLC/100 {:5.1}  balancer/100 {:5.1}  pulled {:5.1}% of {} (not: {})  iops {:.0}",
             b.variant,
-            b.details["scenario"]["irq_cpu"],
+            b.details["scenario"]["cpus"]["irq"],
             m("share_on_irq_cpu"),
             m("share_in_irq_llc"),
             m("share_in_start_llc"),
@@ -56,8 +65,8 @@ async fn run(experiment: Experiment<DmaWakeup>) -> (lab::Lab, Outcome) {
             m("cross_llc_migrations"),
             m("balancer_migrations"),
             m("pulled_across_llc"),
-            b.details["scenario"]["placement"]["wakeups_from_other_llc"],
-            b.details["scenario"]["placement"]["unpulled_wakers"],
+            b.details["scenario"]["cross_llc_wakeups"]["wakeups_from_other_llc"],
+            b.details["scenario"]["cross_llc_wakeups"]["unpulled_wakers"],
             m("iops"),
         );
     }
@@ -72,7 +81,7 @@ fn assert_irq_pinned(outcome: &Outcome) {
             "{}: only {:.1}% of the completions hit CPU {} (delta {})",
             b.variant,
             b.samples["irq_on_pinned_cpu"],
-            b.details["scenario"]["irq_cpu"],
+            b.details["scenario"]["cpus"]["irq"],
             b.details["scenario"]["irq_delta"]
         );
     }
@@ -107,8 +116,22 @@ fn assert_the_thread_follows_the_irq_only_with_the_revert(outcome: &Outcome) {
 
 #[tokio::test]
 async fn cross_llc_irq_pulls_the_thread_only_with_the_revert() {
-    let (lab, outcome) = run(s1("dma-wakeup-cross-llc", IrqPlacement::CrossLlc)).await;
+    let (lab, outcome) = run(s1("dma-wakeup-cross-llc", "cross-llc")).await;
     let ab = outcome.comparison();
+    // The mechanism behind the verdict and its picture: every boot's wakeups attributed, the
+    // page drawing the watched thread.
+    for b in outcome.record.boots() {
+        let details = &b.details["scenario"];
+        assert!(
+            details["attribution"]["from_task_cpu"].is_object(),
+            "{details}"
+        );
+    }
+    let page = std::fs::read_to_string(outcome.html_path.as_ref().unwrap()).unwrap();
+    assert!(
+        page.contains("dma0chan0-copy"),
+        "the page draws the watched thread"
+    );
     // The verdict: the revert DIFFERENT and higher on the IRQ-CPU share, by more than 20
     // points. In the verdicts' soak of 2026-12-01 (TCG, 2-core AMD EPYC host, two boots side by
     // side) every run decided it at 5 boots a side, p=0.008: base 0.0-10.6% in single boots
@@ -179,7 +202,7 @@ async fn same_llc_irq_keeps_the_thread_in_its_llc() {
     // KiB it is moved in some boots (balancer migrations 6.5 per 100 completions in the one
     // that left) and not in others (86.5%, 99.8%), p=0.048. So "more in the LLC than the base"
     // is no longer asserted; "on the IRQ CPU" is, and the revert's LLC share is.
-    let (_lab, outcome) = run(s1("dma-wakeup-same-llc", IrqPlacement::SameLlc)).await;
+    let (_lab, outcome) = run(s1("dma-wakeup-same-llc", "same-llc")).await;
     assert_the_thread_follows_the_irq_only_with_the_revert(&outcome);
 }
 
@@ -288,7 +311,8 @@ async fn polled_dmatest_shows_no_placement_difference() {
     // The share is of the thread's time, not of its switch-ins: a polling thread switches in
     // 4-7 times a boot, so one short visit of the IRQ CPU was 14-25 points of the switch-in
     // share (2026-12-02).
-    let scenario = Experiment::new(DmaWakeup::seed().dmatest(tcg_dmatest().polled(true)))
+    let scenario = tcg_dmatest(seed())
+        .set("dmatest.polled", "true")
         .named("dma-wakeup-polled")
         .primary("runtime_on_irq_cpu", POLLED_MAGNITUDE_PP)
         .adaptive(5, POLLED_CAP);
@@ -325,7 +349,7 @@ async fn remote_node_irq_costs_the_thread_its_home_node_with_the_revert() {
     // switch-ins there, against the revert's 87.0-99.6%; base run medians 0.0-0.1%). On the IRQ
     // CPU they stay apart: base 0.0-13.1%, revert 51.8-94.2% (2026-12-01 soak: base 0.0-31.9%,
     // revert 77.3-96.6%, DIFFERENT at 5 boots a side in every run), which is the verdict.
-    let (_lab, outcome) = run(s1("dma-wakeup-remote-node", IrqPlacement::RemoteNode)).await;
+    let (_lab, outcome) = run(s1("dma-wakeup-remote-node", "remote-node")).await;
     assert_the_thread_follows_the_irq_only_with_the_revert(&outcome);
 }
 
@@ -357,14 +381,13 @@ async fn throughput_triples_with_the_revert_on_real_hardware() {
     // cross-node one there. The EPYC 7313 (NPS1) has four-core CCX LLCs in one node: there it
     // is a cross-CCX one.
     let scenario = if on_ptdma {
-        Experiment::new(
-            DmaWakeup::seed()
-                .engine(DmaEngine::Ptdma)
-                .placement(IrqPlacement::CrossLlc),
-        )
-        .topology("epyc-7313-nps1")
+        seed()
+            .set("engine", "ptdma")
+            .set("placement", "cross-llc")
+            .topology("epyc-7313-nps1")
     } else {
-        Experiment::new(DmaWakeup::seed().placement(IrqPlacement::RemoteNode))
+        seed()
+            .set("placement", "remote-node")
             .topology("xeon-gold-6132-2s")
     }
     .named("dma-wakeup-throughput");
@@ -403,13 +426,10 @@ async fn ptdma_cross_ccx_irq_pulls_the_thread_only_with_the_revert() {
     // the revert's 98.7-99.4%, which failed P01 on share_in_irq_llc (p=0.032). Earlier, with
     // the seed's 1 MiB buffers on the defconfig kernel (3 runs of 514-721 s): base run medians
     // on the IRQ CPU 10.8-25.0%, revert 87.5-94.6%.
-    let experiment = Experiment::new(
-        DmaWakeup::seed()
-            .engine(DmaEngine::Ptdma)
-            .dmatest(tcg_dmatest()),
-    )
-    .named("dma-wakeup-ptdma-cross-llc")
-    .topology("ci-epyc-3ccx");
+    let experiment = tcg_dmatest(seed())
+        .set("engine", "ptdma")
+        .named("dma-wakeup-ptdma-cross-llc")
+        .topology("ci-epyc-3ccx");
     let (_lab, outcome) = run(experiment).await;
     assert_the_thread_follows_the_irq_only_with_the_revert(&outcome);
 }

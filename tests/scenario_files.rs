@@ -1,50 +1,13 @@
-//! Scenario files (`docs/SCENARIO-FILES.md`): the shipped examples in `scenarios/` run as
-//! ordinary experiments, with the verdict, the attribution of the watched task's wakeups and the
-//! page's picture their Rust counterparts give.
+//! Scenario files (`docs/SCENARIO-FILES.md`): a regression the lab does not ship, written as a
+//! file, runs as an ordinary experiment with its verdict, the attribution of the watched task's
+//! wakeups and the page's picture. (The shipped files run in their seeds' own tests:
+//! tests/dma_wakeup.rs, tests/eevdf_parity.rs, tests/numa_scan.rs.)
 
 mod common;
 
 use lab::experiment::Experiment;
 use lab::scenarios::file::ScenarioFile;
 use lab::stats::Decision;
-
-/// `scenarios/dma-wakeup.toml`, S1 written as a file, under TCG's dmatest parameters
-/// (tests/dma_wakeup.rs): the revert DIFFERENT on the IRQ-CPU share, as the Rust S1's
-/// `cross_llc_irq_pulls_the_thread_only_with_the_revert` decides it.
-#[tokio::test(flavor = "multi_thread")]
-async fn the_s1_file_decides_as_the_rust_s1_does() {
-    let file = ScenarioFile::read(&lab::repo_path("scenarios/dma-wakeup.toml")).unwrap();
-    let mut experiment = Experiment::new(file).named("s1-file");
-    for pair in common::s1_tcg_dmatest().chunks(2) {
-        let (param, value) = pair[1].split_once('=').unwrap();
-        experiment = experiment.set(param, value);
-    }
-    let (_lab, outcome) = common::run_experiment(experiment).await;
-    let verdict = outcome
-        .comparison()
-        .verdict("share_on_irq_cpu", "v6.12+wake-affine-idle-revert")
-        .unwrap();
-    assert_eq!(verdict.decision, Decision::Different, "{verdict:?}");
-    assert!(verdict.shift > 20.0, "{verdict:?}");
-    for b in outcome.record.boots() {
-        let details = &b.details["scenario"];
-        assert_eq!(details["cpus"]["irq"], 2, "{details}");
-        assert!(
-            details["attribution"]["from_task_cpu"].is_object(),
-            "every boot carries its wakeups attributed: {details}"
-        );
-        assert!(
-            b.samples["irq_on_pinned_cpu"] > 99.0,
-            "{}",
-            b.samples["irq_on_pinned_cpu"]
-        );
-    }
-    let html = std::fs::read_to_string(outcome.html_path.as_ref().unwrap()).unwrap();
-    assert!(
-        html.contains("dma0chan0-copy"),
-        "the page draws the watched task"
-    );
-}
 
 /// `scenarios/nic-wakeup.toml`, the walkthrough of docs/SCENARIO-FILES.md ("From a report to a
 /// test"): a regression the lab does not ship, S1's mechanism through a NIC, as a file of 70

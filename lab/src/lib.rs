@@ -25,15 +25,20 @@
 //! ```no_run
 //! # async fn demo(lab: &lab::Lab) -> anyhow::Result<()> {
 //! use lab::experiment::Experiment;
-//! use lab::scenarios::dma_wakeup::{DmaWakeup, BASE, REVERT};
+//! use lab::scenarios::file::ScenarioFile;
 //! use lab::variant::Variant;
 //!
-//! let outcome = Experiment::new(DmaWakeup::seed())
-//!     .variants([Variant::kernel(BASE), Variant::kernel(REVERT)])
+//! // S1 as the lab ships it, `scenarios/dma-wakeup.toml`; a file of your own reads the same way
+//! // (`ScenarioFile::read`).
+//! let s1 = ScenarioFile::shipped("dma-wakeup")?;
+//! let revert = "v6.12+wake-affine-idle-revert";
+//! let outcome = Experiment::new(s1)
+//!     .variants([Variant::kernel("v6.12"), Variant::kernel(revert)])
+//!     .set("placement", "remote-node")
 //!     .run(lab)
 //!     .await?;
 //! print!("{}", outcome.comparison().table());
-//! outcome.comparison().assert_different("share_on_irq_cpu", REVERT)?;
+//! outcome.comparison().assert_different("share_on_irq_cpu", revert)?;
 //! # Ok(())
 //! # }
 //! ```

@@ -123,6 +123,10 @@ pub struct ScenarioFile {
 /// write a scenario: where a file says all a Rust definition said, the file is the definition.
 pub(crate) const SHIPPED: &[(&str, &str)] = &[
     (
+        "dma-wakeup",
+        include_str!("../../../scenarios/dma-wakeup.toml"),
+    ),
+    (
         "eevdf-parity",
         include_str!("../../../scenarios/eevdf-parity.toml"),
     ),

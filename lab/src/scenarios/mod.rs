@@ -3,7 +3,6 @@
 //! [`file`]), or a test's own Rust handed to [`crate::experiment::Experiment`] directly.
 
 pub mod delay_dequeue;
-pub mod dma_wakeup;
 pub mod file;
 pub mod irq_spread;
 pub mod its_balance;
@@ -19,7 +18,6 @@ use crate::variant::Variant;
 use crate::Lab;
 
 pub(crate) use delay_dequeue::DelayDequeue;
-pub(crate) use dma_wakeup::DmaWakeup;
 pub(crate) use irq_spread::IrqSpread;
 pub(crate) use its_balance::ItsBalance;
 
@@ -80,7 +78,9 @@ pub(crate) type Constructor = fn() -> Box<dyn Registered>;
 
 /// The shipped scenarios, in `lab scenarios` order: the one table every look-up by name reads.
 pub(crate) const REGISTRY: &[(&str, Constructor)] = &[
-    ("dma-wakeup", || Box::new(DmaWakeup::seed())),
+    ("dma-wakeup", || {
+        Box::new(file::ScenarioFile::shipped("dma-wakeup").expect("the shipped S1 file parses"))
+    }),
     ("eevdf-parity", || {
         Box::new(file::ScenarioFile::shipped("eevdf-parity").expect("the shipped S2 file parses"))
     }),
@@ -309,11 +309,30 @@ pub(crate) fn picture(name: &str) -> Option<crate::report::Picture> {
     find(name).ok()?.picture()
 }
 
-/// The picture of the scenario a record ran, from the registry: for records written before
-/// manifests kept their picture (`lab report --html`, `lab report merge`).
+/// The picture of the scenario a record ran, for records written before manifests kept their
+/// picture (`lab report --html`, `lab report merge`): the one its scenario drew then.
 pub fn picture_of(record: &crate::report::RunRecord) -> Option<crate::report::Picture> {
     let scenario = record.manifest.parameters.get("scenario")?.as_str()?;
-    picture(scenario)
+    rust_picture(scenario).or_else(|| picture(scenario))
+}
+
+/// The picture a shipped scenario drew when it was Rust, before manifests kept their picture:
+/// its boots' details are laid out as that code wrote them, not as its file does now.
+fn rust_picture(scenario: &str) -> Option<crate::report::Picture> {
+    use crate::report::{Mark, Picture};
+    let mark = |label: &str, cpu: &str| Mark {
+        label: label.into(),
+        cpu: cpu.into(),
+    };
+    (scenario == "dma-wakeup").then(|| Picture {
+        task: "dmatest's copy thread".into(),
+        quantity: "time on CPU (trace)".into(),
+        per_cpu: "/placement/runtime_us".into(),
+        marks: vec![
+            mark("IRQ", "/irq_cpu"),
+            mark("start", "/placement/started_on"),
+        ],
+    })
 }
 
 /// The kernels the shipped scenarios' default comparisons boot, each once, in registry order
@@ -458,7 +477,7 @@ mod tests {
             |path: &str| Extra::new(file::ScenarioFile::read(&crate::repo_path(path)).unwrap());
         // The NIC walkthrough is not shipped under its name: it may be a crate's own.
         check_extra(&[file("scenarios/nic-wakeup.toml")]).unwrap();
-        let err = check_extra(&[Extra::new(DmaWakeup::seed())])
+        let err = check_extra(&[file("scenarios/dma-wakeup.toml")])
             .unwrap_err()
             .to_string();
         assert!(err.contains("\"dma-wakeup\" is named twice"), "{err}");
@@ -537,7 +556,16 @@ mod tests {
             .join("tests/fixtures/s1-cross-llc-a.record.json");
         let mut record = crate::report::RunRecord::read_json(&path).unwrap();
         record.manifest.parameters = serde_json::json!({"scenario": "dma-wakeup"});
-        assert_eq!(picture_of(&record), picture("dma-wakeup"));
+        let stored = picture_of(&record).unwrap();
+        // Written by S1's Rust definition: its marks where that code put the CPUs.
+        let marks: Vec<&str> = stored.marks.iter().map(|m| m.cpu.as_str()).collect();
+        assert_eq!(marks, ["/irq_cpu", "/placement/started_on"]);
+        let boot = &record.boots()[0].details["scenario"];
+        for pointer in marks.iter().chain([&stored.per_cpu.as_str()]) {
+            assert!(boot.pointer(pointer).is_some(), "{pointer}");
+        }
+        record.manifest.parameters = serde_json::json!({"scenario": "eevdf-parity"});
+        assert_eq!(picture_of(&record), picture("eevdf-parity"));
         record.manifest.parameters = serde_json::json!({});
         assert_eq!(picture_of(&record), None);
     }

@@ -195,7 +195,7 @@ fn stored_s1_record_renders_with_a_heatmap_per_variant_and_every_metric() {
         record.manifest.picture.is_none(),
         "stored before pictures: the registry's is used"
     );
-    let picture = crate::scenarios::picture("dma-wakeup");
+    let picture = crate::scenarios::picture_of(&record);
     let page = render(&record, &path, picture.as_ref()).unwrap();
     check_structure(&page, &record);
     // Without a picture, no heatmap and everything else.
@@ -270,7 +270,7 @@ fn merging_two_runs_gives_the_table_of_one_run_with_both_sets_of_boots() {
     let page = render(
         &merged,
         Path::new("/tmp/merged/record.json"),
-        crate::scenarios::picture("dma-wakeup").as_ref(),
+        crate::scenarios::picture_of(&merged).as_ref(),
     )
     .unwrap();
     check_structure(&page, &merged);
@@ -391,7 +391,7 @@ fn the_page_shows_which_wakeups_moved_the_task_where_boots_kept_them() {
             boot["details"]["scenario"]["attribution"] = a.clone();
         }
     });
-    let picture = crate::scenarios::picture("dma-wakeup");
+    let picture = crate::scenarios::picture_of(&record);
     let page = render(&with, &path, picture.as_ref()).unwrap();
     check_structure(&page, &with);
     assert!(

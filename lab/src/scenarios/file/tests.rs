@@ -5,7 +5,6 @@ use super::*;
 use crate::experiment::{apply_overrides, Experiment};
 use crate::observe::TaskPlacement;
 use crate::report::Direction;
-use crate::scenarios::DmaWakeup;
 use crate::stats::Magnitude;
 
 fn s1_path() -> std::path::PathBuf {
@@ -39,21 +38,48 @@ fn line_with(old: &str, new: &str, needle: &str) -> usize {
     text.lines().position(|l| l.contains(needle)).unwrap() + 1
 }
 
+/// What S1's Rust definition recorded and planned before the file replaced it (2026-12-08): every
+/// figure with its unit, direction and magnitude, the decision, the engine's pinning and the
+/// seed's dmatest run.
+fn s1_as_it_was_in_rust() -> Vec<MetricDef> {
+    let pct = |name| MetricDef::share(name, 5.0);
+    let per_100 = |name, direction| {
+        MetricDef::new(name, "per 100 completions", direction, 2.0).non_negative()
+    };
+    vec![
+        MetricDef::share("share_on_irq_cpu", 20.0).primary(),
+        MetricDef::share("runtime_on_irq_cpu", 20.0).optional(),
+        pct("share_in_irq_llc"),
+        pct("share_in_start_llc"),
+        pct("share_on_irq_node"),
+        pct("max_cpu_share"),
+        per_100("cross_llc_migrations", Direction::LowerIsBetter),
+        per_100("balancer_migrations", Direction::Neutral),
+        pct("wakeups_on_irq_cpu").optional(),
+        pct("pulled_across_llc").optional(),
+        MetricDef::share("irq_on_pinned_cpu", 1.0).optional(),
+        MetricDef::new("iops", "iops", Direction::HigherIsBetter, 0.0).non_negative(),
+    ]
+}
+
 #[test]
-fn the_s1_file_plans_what_the_rust_s1_plans() {
-    let file = s1();
-    let rust = DmaWakeup::seed();
-    assert_eq!(file.default_variants(), rust.default_variants());
-    assert_eq!(Scenario::topology(&file), Scenario::topology(&rust));
-    let primaries: Vec<MetricDef> = file.metrics().into_iter().filter(|m| m.primary).collect();
-    let rust_primaries: Vec<MetricDef> = rust.metrics().into_iter().filter(|m| m.primary).collect();
+fn the_s1_file_plans_what_its_rust_definition_planned() {
+    let file = ScenarioFile::shipped("dma-wakeup").unwrap();
+    let revert = "v6.12+wake-affine-idle-revert";
     assert_eq!(
-        primaries, rust_primaries,
-        "the same decision, the same magnitude and range"
+        file.default_variants(),
+        [Variant::kernel("v6.12"), Variant::kernel(revert)]
     );
-    // Every figure the Rust S1 records, with its unit, direction and magnitude.
+    assert_eq!(Scenario::topology(&file), "ci-2node-4llc");
     let file_metrics = file.metrics();
-    for m in rust.metrics() {
+    let primaries: Vec<&MetricDef> = file_metrics.iter().filter(|m| m.primary).collect();
+    let rust = s1_as_it_was_in_rust();
+    assert_eq!(
+        primaries,
+        [&rust[0]],
+        "the same decision, magnitude and range"
+    );
+    for m in &rust {
         let f = file_metrics
             .iter()
             .find(|f| f.name == m.name)
@@ -68,18 +94,66 @@ fn the_s1_file_plans_what_the_rust_s1_plans() {
     let t = ci();
     assert_eq!(
         file.plan(file.params(), &t).unwrap().devices,
-        rust.plan(rust.params(), &t).unwrap().devices
+        [DeviceSpec::ioat(1).irq_on_cpus(0, &[2])]
     );
     assert_eq!(
         file.params()["dmatest"],
-        serde_json::to_value(&rust.params().dmatest).unwrap()
+        serde_json::to_value(crate::workload::Dmatest::seed_parameters()).unwrap()
     );
     // Every variant of the experiment planned, as `lab compare` does before building.
     assert_eq!(Experiment::new(file).plan().unwrap().len(), 2);
 }
 
+/// A host's passthrough engine stands in for the emulated one: everything but the device is
+/// the file's, and a device of another kind, index or name is refused.
 #[test]
-fn set_moves_the_interrupt_as_it_does_in_rust() {
+fn a_passthrough_device_stands_in_for_the_s1_files_engine() {
+    use crate::devices::Passthrough;
+    let dir = tempfile::tempdir().unwrap();
+    let host = dir.path().join("xeon.toml");
+    std::fs::write(
+        &host,
+        "[devices.ioat0]\nbdf = \"0000:00:04.0\"\nid = \"8086:2021\"\nstands_in = \"ioatdma\"\n\n\
+         [devices.disk]\nbdf = \"0000:41:00.0\"\nid = \"144d:a808\"\nstands_in = \"nvme\"\n",
+    )
+    .unwrap();
+    let host = host.to_str().unwrap();
+    let emulated = Experiment::new(s1()).plan().unwrap();
+    let passed = Experiment::new(s1())
+        .device(0, "passthrough:ioat0".parse().unwrap())
+        .host(host)
+        .plan()
+        .unwrap();
+    assert_eq!(passed.len(), 2);
+    for ((variant, params, plan), (v0, p0, plan0)) in passed.iter().zip(&emulated) {
+        assert_eq!((variant, params), (v0, p0));
+        assert_eq!(plan.cmdline, plan0.cmdline);
+        let device = &plan.devices[0];
+        let p = device
+            .as_device::<Passthrough>()
+            .unwrap_or_else(|| panic!("{device:?}"));
+        assert_eq!(p.host.as_ref().unwrap().bdf.as_str(), "0000:00:04.0");
+        assert_eq!(
+            device.irq_cpus, plan0.devices[0].irq_cpus,
+            "the IRQ stays on CPU 2"
+        );
+        assert_eq!(device.guest_driver().driver, "ioatdma");
+    }
+    let err = |device: usize, name: &str| {
+        let e =
+            Experiment::new(s1()).device(device, format!("passthrough:{name}").parse().unwrap());
+        format!("{:#}", e.host(host).plan().unwrap_err())
+    };
+    let e = err(0, "disk");
+    assert!(e.contains("plans a dma-engine"), "{e}");
+    let e = err(1, "ioat0");
+    assert!(e.contains("device 1 replaces nothing"), "{e}");
+    let e = err(0, "ioat9");
+    assert!(e.contains("xeon.toml has no device \"ioat9\""), "{e}");
+}
+
+#[test]
+fn set_moves_the_interrupt_and_changes_engine_and_dmatest() {
     let file = s1();
     let t = ci();
     for (placement, cpu) in [("same-llc", 1), ("cross-llc", 2), ("remote-node", 4)] {
