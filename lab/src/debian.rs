@@ -43,6 +43,7 @@ mod lock;
 mod mirror;
 mod moved;
 mod resolve;
+mod sandbox;
 #[doc(hidden)]
 pub mod test_repo;
 pub use check::{check_default_lock, LockCheck};
@@ -56,6 +57,7 @@ use resolve::resolve_bundle_as;
 pub(crate) use resolve::{
     recorded_resolution, resolve_bundle, unpack_bundle, ResolvedBundle, Substitution,
 };
+use sandbox::Sandbox;
 
 /// Suites the private apt state reads. Bookworm hosts get trixie's kernels and trixie-backports'
 /// QEMU (the first with `vfio-user-pci`).
@@ -206,21 +208,34 @@ impl Archive {
     /// (plain `apt-get update` exits 0 when fetches fail, and then nothing was updated).
     fn update(&self, tries: &[Duration]) -> Result<()> {
         retry(tries, "apt-get update", || {
-            let out = self.apt(
-                "apt-get",
-                &[
-                    "-q",
-                    "-o",
-                    "APT::Update::Error-Mode=any",
-                    "-o",
-                    "Acquire::Retries=0",
-                    "-o",
-                    "Acquire::http::Timeout=15",
-                    "update",
-                ],
-            )?;
+            // As root, apt writes the lists where `_apt` can, and they come into the state
+            // once apt has checked their signatures.
+            let sandbox = Sandbox::new()?;
+            let lists = self.state.join("lists");
+            let mut args = vec![
+                "-q".to_string(),
+                "-o".into(),
+                "APT::Update::Error-Mode=any".into(),
+                "-o".into(),
+                "Acquire::Retries=0".into(),
+                "-o".into(),
+                "Acquire::http::Timeout=15".into(),
+            ];
+            if let Some(sandbox) = &sandbox {
+                let lists = sandbox.lists(&lists)?;
+                args.extend([
+                    "-o".into(),
+                    format!("Dir::State::Lists={}", lists.display()),
+                ]);
+            }
+            args.push("update".into());
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = self.apt("apt-get", &args)?;
             if let Some(line) = out.lines().find(|l| l.starts_with("Err:")) {
                 bail!("apt-get update: {}", line.trim());
+            }
+            if let Some(sandbox) = &sandbox {
+                sandbox.keep_lists(&lists)?;
             }
             Ok(())
         })
@@ -242,8 +257,8 @@ impl Archive {
             format!("APT::Architectures={}", self.archs.join(",")),
             // The state is the lab's own and `Archive` holds its lock around every apt call.
             "Debug::NoLocking=1".into(),
-            // Downloads land in the cache, which the unprivileged _apt user may not reach.
-            "APT::Sandbox::User=root".into(),
+            // Downloads run as `_apt` where the lab is root (`sandbox`).
+            Sandbox::user_option(),
         ]
         .into_iter()
         .flat_map(|o| ["-o".to_string(), o])
@@ -267,6 +282,13 @@ impl Archive {
                 "{tool} {} failed: {}",
                 args.join(" "),
                 String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if let Some(line) = stderr.lines().find(|l| l.contains("performed unsandboxed")) {
+            bail!(
+                "{tool} {} would have downloaded as root: {line}",
+                args.join(" ")
             );
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -360,6 +382,17 @@ impl Archive {
         Ok(refs)
     }
 
+    /// `apt-get ARGS` (a download) leaving its `.deb`s in `dir`: as root through a sandbox's
+    /// directory, whose files are copied into `dir` before anything checks them.
+    fn download_into(&self, dir: &Path, args: &[&str]) -> Result<()> {
+        let Some(sandbox) = Sandbox::new()? else {
+            return self.apt_in("apt-get", args, Some(dir)).map(drop);
+        };
+        let downloads = sandbox.downloads()?;
+        self.apt_in("apt-get", args, Some(&downloads))?;
+        sandbox.take_debs(dir)
+    }
+
     /// Downloads one package into the private state and verifies its checksum.
     pub(crate) fn download(&self, package: &PackageRef) -> Result<PathBuf> {
         Ok(self.download_many(std::slice::from_ref(package))?.remove(0))
@@ -379,9 +412,7 @@ impl Archive {
             let mut args = vec!["-q", "download"];
             args.extend(missing.iter().map(String::as_str));
             let what = format!("downloading {} Debian packages", missing.len());
-            retry(NETWORK_TRIES, &what, || {
-                self.apt_in("apt-get", &args, Some(&dir)).map(drop)
-            })?;
+            retry(NETWORK_TRIES, &what, || self.download_into(&dir, &args))?;
         }
         let verified = |package: &PackageRef| -> Result<PathBuf> {
             let spec = format!("{}={}", package.name, package.version);
@@ -405,7 +436,7 @@ impl Archive {
                 Err(e) if !missing.contains(&format!("{}={}", package.name, package.version)) => {
                     tracing::warn!("{e:#}: downloading it again");
                     let spec = format!("{}={}", package.name, package.version);
-                    self.apt_in("apt-get", &["-q", "download", &spec], Some(&dir))?;
+                    self.download_into(&dir, &["-q", "download", &spec])?;
                     verified(package)
                 }
                 Err(e) => Err(e),
@@ -574,5 +605,7 @@ pub(crate) fn upstream_series(version: &str) -> String {
 
 #[cfg(test)]
 mod chain_tests;
+#[cfg(test)]
+mod sandbox_tests;
 #[cfg(test)]
 mod tests;
