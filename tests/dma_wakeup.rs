@@ -144,6 +144,12 @@ async fn cross_llc_irq_pulls_the_thread_only_with_the_revert() {
     // base 0.0-30.7%, revert 49.6-99.1% (one boot under 55), DIFFERENT at 5 a side each time,
     // shifts +88.8 to +96.3 points; same-LLC, remote-node and PTDMA the same (base up to 91.1%
     // in one same-LLC boot and 94.0% in one PTDMA boot, the balancer's, still decided at 5).
+    // As the shipped file (`scenarios/dma-wakeup.toml`) under the verdict rules of 2026-12-07
+    // (Welch's df halfway to Hsu's), two runs of the binary that evening: every placement test
+    // DIFFERENT at 5 a side, p=0.010 (the cap of 10 never reached); the means moved on the IRQ
+    // CPU: cross-LLC +88.8 and +81.7 points (one low revert boot in the second), same-LLC +97.2
+    // and +96.6, remote-node +96.3 and +94.0, PTDMA +98.1 and +98.9; the polled run UNKNOWN at
+    // its cap of 10 both times.
     // On the seed's Xeon the base bounced between two CPUs, one of them the IRQ CPU (417 of 1000
     // iterations there), and the revert stayed on the IRQ CPU for 1000 of 1000. Earlier history
     // of this test (when it asserted medians and a fixed 5-vs-5 permutation test):

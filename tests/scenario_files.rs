@@ -10,7 +10,7 @@ use lab::scenarios::file::ScenarioFile;
 use lab::stats::Decision;
 
 /// `scenarios/nic-wakeup.toml`, the walkthrough of docs/SCENARIO-FILES.md ("From a report to a
-/// test"): a regression the lab does not ship, S1's mechanism through a NIC, as a file of 70
+/// test"): a regression the lab does not ship, S1's mechanism through a NIC, as a file of 57
 /// lines. The revert DIFFERENT on the receiver's share on the IRQ CPU (2026-12-07, three runs:
 /// DIFFERENT at 5 a side, base 0% in every boot; UNKNOWN at the then cap of 10, p=0.025, two
 /// base boots at 20-50%, hence the file's cap of 20; DIFFERENT at 14 a side, p=3.9e-4, 120 s),

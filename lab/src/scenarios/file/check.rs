@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde_json::Value;
 
-use super::format::{line_of, RawFile};
+use super::format::{line_of, RawFile, RawMetric};
 use super::metrics::{self, FileMetric};
 use super::{cpus, Count, Expr, FileDevice, ScenarioFile, Traffic, Watch, Workload};
 use crate::error::bad_input;
@@ -112,10 +112,10 @@ impl Checker<'_> {
         let traffic = self.traffic(&raw, devices.len(), watch.as_ref())?;
         let max_repetitions = self.max_repetitions(&raw)?;
         let metrics = self.metrics(&raw, &params, &cpus, &watch, &workload)?;
-        for m in &raw.metrics {
+        for m in self.metric_list(&raw)? {
             if let Some(c) = &m.count {
                 if !counts.iter().any(|k| &k.name == c.get_ref()) {
-                    let field = format!("metric {:?}: count", m.name.get_ref());
+                    let field = format!("metric {:?}: count", m.name().get_ref());
                     return Err(self.err(
                         c.span(),
                         &field,
@@ -526,6 +526,12 @@ impl Checker<'_> {
         Ok(())
     }
 
+    /// The file's metrics, named, in order (either form, [`RawFile::metrics`]).
+    fn metric_list<'r>(&self, raw: &'r RawFile) -> Result<Vec<&'r RawMetric>> {
+        raw.metrics()
+            .map_err(|(span, e)| self.err(span, "metrics", e))
+    }
+
     fn metrics(
         &self,
         raw: &RawFile,
@@ -535,17 +541,17 @@ impl Checker<'_> {
         workload: &Workload,
     ) -> Result<Vec<FileMetric>> {
         let mut out: Vec<FileMetric> = Vec::new();
-        for m in &raw.metrics {
-            let line = self.line(m.name.span());
+        for m in self.metric_list(raw)? {
+            let line = self.line(m.name().span());
             let mut metric = metrics::check(m)
                 .map_err(|(field, e)| bad_input(self.path, format!("line {line}: {field}"), e))?;
             metric.line = line;
-            let field = format!("metric {:?}", m.name.get_ref());
+            let field = format!("metric {:?}", m.name().get_ref());
             let earlier: Vec<&str> = out.iter().map(|o| o.def.name.as_str()).collect();
             self.amounts(&metric, params, &earlier)
                 .map_err(|(f, e)| bad_input(self.path, format!("line {line}: {field}: {f}"), e))?;
             if out.iter().any(|o| o.def.name == metric.def.name) {
-                return Err(self.err(m.name.span(), &field, "a second metric of this name"));
+                return Err(self.err(m.name().span(), &field, "a second metric of this name"));
             }
             for set in [&m.switch_ins_on, &m.runtime_on, &m.wakeups_on, &m.irqs_on]
                 .into_iter()
@@ -560,21 +566,21 @@ impl Checker<'_> {
                 || m.landed.is_some();
             if needs_watch && watch.is_none() {
                 return Err(self.err(
-                    m.name.span(),
+                    m.name().span(),
                     &field,
                     "a placement metric needs a [watch] table naming the task",
                 ));
             }
             if m.irqs_on.is_some() && watch.as_ref().and_then(|w| w.irq).is_none() {
                 return Err(self.err(
-                    m.name.span(),
+                    m.name().span(),
                     &field,
                     "irqs_on needs [watch] irq = \"device N\"",
                 ));
             }
             if m.workload.is_some() && !matches!(workload, Workload::Dmatest { .. }) {
                 return Err(self.err(
-                    m.name.span(),
+                    m.name().span(),
                     &field,
                     "workload figures come from a [dmatest] workload",
                 ));

@@ -50,8 +50,69 @@ pub(super) struct RawFile {
     /// The trace ring per CPU in KiB, for the watch or the counts (default: the lab's).
     #[serde(default)]
     pub trace_buffer_kb: Option<u32>,
+    /// `[[metric]]` tables, each with its `name`.
     #[serde(default, rename = "metric")]
-    pub metrics: Vec<RawMetric>,
+    pub metric_tables: Vec<Spanned<RawMetric>>,
+    /// `[metrics]`: a line a metric, named by its key (`share = { switch_ins_on = "irq" }`).
+    #[serde(default, rename = "metrics")]
+    pub metric_lines: Option<Spanned<MetricLines>>,
+}
+
+impl RawFile {
+    /// The metrics in the file's order, each named, from whichever of the two forms it uses;
+    /// else the place and the reason.
+    pub(super) fn metrics(&self) -> Result<Vec<&RawMetric>, (Range<usize>, &'static str)> {
+        match (&self.metric_lines, self.metric_tables.first()) {
+            (Some(lines), Some(_)) => Err((
+                lines.span(),
+                "a file lists its metrics in [metrics] or as [[metric]] tables, not both",
+            )),
+            (Some(lines), None) => Ok(lines.get_ref().0.iter().collect()),
+            (None, _) => self
+                .metric_tables
+                .iter()
+                .map(|m| match m.get_ref().name {
+                    Some(_) => Ok(m.get_ref()),
+                    None => Err((m.span(), "a [[metric]] needs a name")),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `[metrics]`: the metrics in the file's order, each named by its key.
+#[derive(Debug)]
+pub(super) struct MetricLines(Vec<RawMetric>);
+
+impl<'de> Deserialize<'de> for MetricLines {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Lines;
+        impl<'de> serde::de::Visitor<'de> for Lines {
+            type Value = MetricLines;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a metric's name = { its source and fields }")
+            }
+            // A map, not a BTreeMap: the order is the file's (a metric may read those above).
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<MetricLines, A::Error> {
+                let mut out = Vec::new();
+                while let Some(name) = map.next_key::<Spanned<String>>()? {
+                    let mut metric: RawMetric = map.next_value()?;
+                    if metric.name.is_some() {
+                        return Err(serde::de::Error::custom(
+                            "a metric in [metrics] is named by its key, not by `name`",
+                        ));
+                    }
+                    metric.name = Some(name);
+                    out.push(metric);
+                }
+                Ok(MetricLines(out))
+            }
+        }
+        d.deserialize_map(Lines)
+    }
 }
 
 /// `[traffic]`: a UDP flow from the lab's end of a `nic` device's wire into the guest.
@@ -202,11 +263,14 @@ pub(super) struct RawWatch {
     pub marks: Vec<String>,
 }
 
-/// One `[[metric]]`: its name, exactly one source, and how it is decided.
+/// One metric (a `[[metric]]` or a line of `[metrics]`): its name, exactly one source, and how
+/// it is decided.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawMetric {
-    pub name: Spanned<String>,
+    /// Given in a `[[metric]]`; a line of `[metrics]` is named by its key.
+    #[serde(default)]
+    pub name: Option<Spanned<String>>,
     /// Share of the task's switch-ins on a CPU set.
     #[serde(default)]
     pub switch_ins_on: Option<Spanned<String>>,
@@ -276,6 +340,15 @@ pub(super) struct RawMetric {
     /// Likewise above.
     #[serde(default)]
     pub refuse_above: Option<toml::Value>,
+}
+
+impl RawMetric {
+    /// Its name ([`RawFile::metrics`] gives only named ones).
+    pub(super) fn name(&self) -> &Spanned<String> {
+        self.name
+            .as_ref()
+            .expect("RawFile::metrics names every metric")
+    }
 }
 
 /// The 1-based line of byte `offset` in `text`.

@@ -148,7 +148,7 @@ pub(super) struct Observed<'a> {
 /// `raw` checked: exactly one source, a known figure, a magnitude where it decides. Errors are
 /// `(field, message)`.
 pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
-    let name = raw.name.get_ref().clone();
+    let name = raw.name().get_ref().clone();
     let field = |f: &str| format!("metric {name:?}: {f}");
     let source = source(raw)?;
     let is_share = matches!(
@@ -284,7 +284,7 @@ fn known<'a>(
 
 /// The one source `raw` names, checked. Errors are `(field, message)`.
 fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
-    let name = raw.name.get_ref();
+    let name = raw.name().get_ref();
     let field = |f: &str| format!("metric {name:?}: {f}");
     let mut sources = Vec::new();
     let sets = [

@@ -295,18 +295,18 @@ fn a_wrong_field_names_its_line() {
 fn an_unknown_metric_source_or_figure_is_refused_with_its_line() {
     let old = "placement = \"cross_llc_migrations\"";
     let err = error_of(old, "placement = \"jumps\"");
-    let line = line_with(old, old, "name = \"cross_llc_migrations\"");
+    let line = line_with(old, old, "cross_llc_migrations = {");
     assert!(
         err.contains(&format!(
             "line {line}: metric \"cross_llc_migrations\": placement: \"jumps\" is not one of"
         )),
         "{err}"
     );
-    let err = error_of("workload = \"iops\"", "");
+    let err = error_of("workload = \"iops\", ", "");
     assert!(err.contains("metric \"iops\": source: no source"), "{err}");
     let err = error_of(
         "workload = \"iops\"",
-        "workload = \"iops\"\nruntime_on = \"irq\"",
+        "workload = \"iops\", runtime_on = \"irq\"",
     );
     assert!(
         err.contains("one source, not runtime_on and workload"),
@@ -376,7 +376,7 @@ fn names_that_are_not_defined_are_refused_before_any_topology() {
         err.contains("dmatest has no parameter \"chanels\""),
         "{err}"
     );
-    let err = error_of("primary = true", "");
+    let err = error_of("primary = true, ", "");
     assert!(err.contains("no metric is `primary = true`"), "{err}");
     let err = error_of("topology = \"ci-2node-4llc\"", "topology = \"ci-9node\"");
     assert!(err.contains("topology"), "{err}");
@@ -608,7 +608,7 @@ fn counts_and_vmstat_windows_are_checked() {
     );
     let err = s2_error(
         "usage = \"voluntary_switches\"",
-        "usage = \"voluntary_switches\"\nfrom_s = 3",
+        "usage = \"voluntary_switches\", from_s = 3",
     );
     assert!(err.contains("from_s belongs to a vmstat metric"), "{err}");
     let err = s2_error(
@@ -669,8 +669,8 @@ fn the_nic_walkthrough_file_plans_its_nic_and_traffic() {
 fn a_computed_amount_names_numeric_parameters_only() {
     let with = |amount: &str| {
         error_of(
-            "name = \"share_on_irq_cpu\"\n",
-            &format!("name = \"share_on_irq_cpu\"\n{amount}\n"),
+            "share_on_irq_cpu = { ",
+            &format!("share_on_irq_cpu = {{ {amount}, "),
         )
     };
     let e = with("scale = \"placement * 2\"");
@@ -693,11 +693,54 @@ fn a_computed_amount_names_numeric_parameters_only() {
     assert!(e.contains("divides by zero"), "{e}");
     // A computed metric reads the metrics above it, not below.
     let e = error_of(
-        "name = \"share_on_irq_cpu\"\nswitch_ins_on = \"irq\"\n",
-        "name = \"share_on_irq_cpu\"\ncompute = \"iops / 2\"\n",
+        "share_on_irq_cpu = { switch_ins_on = \"irq\"",
+        "share_on_irq_cpu = { compute = \"iops / 2\"",
     );
     assert!(
         e.contains("metric \"share_on_irq_cpu\": compute: \"iops / 2\": \"iops\" is neither a numeric parameter nor a metric above this one"),
         "{e}"
     );
+}
+
+/// `[metrics]` (a line a metric, named by its key, in the file's order) and `[[metric]]` tables
+/// say the same; a file uses one of them, and each mistake names its line.
+#[test]
+fn metrics_are_lines_of_one_table_or_tables_of_their_own_not_both() {
+    let text = std::fs::read_to_string(s1_path()).unwrap();
+    let file = s1();
+    let names: Vec<String> = file.metrics().into_iter().map(|m| m.name).collect();
+    assert_eq!(
+        names[..3],
+        ["share_on_irq_cpu", "runtime_on_irq_cpu", "share_in_irq_llc"]
+    );
+    // The same metrics as [[metric]] tables: the same scenario.
+    let (head, lines) = text.split_once("[metrics]\n").unwrap();
+    let mut tables = head.to_string();
+    for line in lines.lines().filter(|l| !l.starts_with('#')) {
+        let (name, fields) = line.split_once(" = { ").unwrap();
+        let fields = fields.trim_end_matches(" }").replace(", ", "\n");
+        tables += &format!("[[metric]]\nname = \"{name}\"\n{fields}\n");
+    }
+    let as_tables = ScenarioFile::parse(&tables, Path::new("t.toml")).unwrap();
+    assert_eq!(as_tables.metrics(), file.metrics());
+    // Both forms in one file.
+    let both = format!("{text}\n[[metric]]\nname = \"x\"\nworkload = \"iops\"\n");
+    let err = format!(
+        "{:#}",
+        ScenarioFile::parse(&both, Path::new("b.toml")).unwrap_err()
+    );
+    let line = text.lines().position(|l| l == "[metrics]").unwrap() + 1;
+    assert!(
+        err.contains(&format!("b.toml: line {line}: metrics: a file lists its metrics in [metrics] or as [[metric]] tables, not both")),
+        "{err}"
+    );
+    // A line given a name besides its key; a table without one.
+    let err = error_of("iops = { ", "iops = { name = \"iops\", ");
+    assert!(err.contains("named by its key, not by `name`"), "{err}");
+    let unnamed = tables.replacen("name = \"iops\"\n", "", 1);
+    let err = format!(
+        "{:#}",
+        ScenarioFile::parse(&unnamed, Path::new("u.toml")).unwrap_err()
+    );
+    assert!(err.contains("metrics: a [[metric]] needs a name"), "{err}");
 }
