@@ -342,6 +342,27 @@ pub(crate) fn fmt_pct(p: f64) -> String {
     format!("{p:+.1}%")
 }
 
+/// A variant's change against the base as the table and the page show it, with its interval:
+/// for a share (a metric whose range is 0-100) in points, since a relative change of a share
+/// near 0 reads as noise (+40762.9% for 0.2% -> 81.9%); else in % of the base mean.
+pub(crate) fn change_text(
+    metric: &Metric,
+    change: &crate::stats::Change,
+) -> (String, Option<String>) {
+    if metric.range == crate::stats::Range::PERCENT {
+        let pp = |x: f64| format!("{x:+.1}pp");
+        let ci = change
+            .shift_ci95
+            .map(|ci| format!("[{}, {}]", pp(ci.low), pp(ci.high)));
+        return (pp(change.difference), ci);
+    }
+    let pct = change.pct_change.map_or("n/a".to_string(), fmt_pct);
+    let ci = change
+        .pct_change_ci95
+        .map(|ci| format!("[{}, {}]", fmt_pct(ci.low), fmt_pct(ci.high)));
+    (pct, ci)
+}
+
 /// A value with its sign, as [`fmt_value`] writes it.
 pub(crate) fn fmt_signed(x: f64) -> String {
     if x > 0.0 {

@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use super::{
-    describe, fmt_p, fmt_pct, fmt_value, BootRecord, Comparison, MetricRow, Picture, RunRecord,
+    change_text, describe, fmt_p, fmt_value, BootRecord, Comparison, MetricRow, Picture, RunRecord,
 };
 use crate::topology::Topology;
 
@@ -278,7 +278,7 @@ fn table(c: &Comparison, rows: &[MetricRow<'_>]) -> String {
             let _ = write!(out, "<td class=\"num{hit}\">");
             match &o.change {
                 Some(ch) => {
-                    let pct = ch.pct_change.map_or("n/a".to_string(), fmt_pct);
+                    let (pct, interval) = change_text(row.metric, ch);
                     let _ = write!(
                         out,
                         "<span class=\"pct\">{} {}</span> {}<br><span class=\"small\">",
@@ -297,8 +297,8 @@ fn table(c: &Comparison, rows: &[MetricRow<'_>]) -> String {
                             let _ = write!(out, "p={}", fmt_p(ch.p_value));
                         }
                     }
-                    if let Some(ci) = ch.pct_change_ci95 {
-                        let _ = write!(out, " [{}, {}]", fmt_pct(ci.low), fmt_pct(ci.high));
+                    if let Some(ci) = interval {
+                        let _ = write!(out, " {ci}");
                     }
                     if let Some(word) = o.judgement {
                         let _ = write!(out, " {word}");
@@ -322,7 +322,8 @@ fn table(c: &Comparison, rows: &[MetricRow<'_>]) -> String {
             p: Mann-Whitney, exact; adj: Holm-adjusted over the \
             secondary metrics' comparisons; * adj&lt;0.05, ** adj&lt;0.01 with the shift beyond \
             the metric's magnitude; [..]: 95% distribution-free interval of the shift \
-            (Hodges-Lehmann), in % of the base mean, inside the metric's range; n: boots per \
+            (Hodges-Lehmann), in % of the base mean (a share's change and interval in points), inside \
+            the metric's range; n: boots per \
             variant, base first.</p>\n";
     let _ = writeln!(
         out,

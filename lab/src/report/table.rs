@@ -5,7 +5,7 @@
 //! intervals and boot counts.
 
 use super::comparison::{describe, Comparison, MetricRow, MARK_ALPHA, STRONG_MARK_ALPHA};
-use super::{fmt_p, fmt_pct, fmt_value};
+use super::{change_text, fmt_p, fmt_value};
 use crate::stats::{Summary, SAME_CONFIDENCE, TABLE_CONFIDENCE};
 
 /// Renders `rows` of `c`.
@@ -140,7 +140,7 @@ impl Table {
         let mut notes = Vec::new();
         for o in &r.others {
             let pct = match &o.change {
-                Some(ch) => ch.pct_change.map_or("n/a".to_string(), fmt_pct),
+                Some(ch) => change_text(m, ch).0,
                 None => String::new(),
             };
             notes.push(match &o.change {
@@ -153,8 +153,8 @@ impl Table {
                         }
                         (None, None) => format!("p={}", fmt_p(ch.p_value)),
                     };
-                    if let Some(ci) = ch.pct_change_ci95 {
-                        note += &format!(" [{}, {}]", fmt_pct(ci.low), fmt_pct(ci.high));
+                    if let Some(ci) = change_text(m, ch).1 {
+                        note += &format!(" {ci}");
                     }
                     if let Some(word) = o.judgement {
                         note += " ";
@@ -285,8 +285,9 @@ impl Table {
         ));
         lines.push(format!(
             "p: Mann-Whitney, exact; [..]: {}% distribution-free \
-             interval of the shift (Hodges-Lehmann), in % of the base mean, inside the metric's \
-             range; n: boots per variant, base first",
+             interval of the shift (Hodges-Lehmann), in % of the base mean (a share's change \
+             and interval in points, pp), inside the metric's range; n: boots per variant, base \
+             first",
             TABLE_CONFIDENCE * 100.0
         ));
         let mut text = lines.join("\n");

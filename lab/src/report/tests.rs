@@ -84,7 +84,8 @@ fn record_holds_exactly_one_sample_per_boot() {
 
 /// Checked by hand: the 25 differences revert - base sorted run 78.5, 80, 81, 82, 83, ...,
 /// 91.5, 93, 96, 96.5; the shift is the 13th (87.5); the 95% interval takes the 3rd and 23rd
-/// (81, 93: 1928.6% and 2214.3% of the base mean 4.2; P(U <= 2) = 4/252 <= 0.025). The
+/// (81, 93; a share's, so shown in points, not as 1928.6% and 2214.3% of the base mean 4.2;
+/// P(U <= 2) = 4/252 <= 0.025). The
 /// means: 4.2 and 91.7, variances 14.825 and 10.45, Welch's se 2.248 with 7.77 degrees of
 /// freedom, t = 2.316: 87.5 +- 5.21. The migrations' rank sums are exactly the expected
 /// 27.5: p = 1.
@@ -101,12 +102,12 @@ primary: share_on_irq_cpu (%), smallest change that matters 20.00 pp
 ---------------- -------------------------------
          %stddev  %change                %stddev
             \\        |                      \\
-      4.20 ± 92%   +2083.3%          91.70 ±  4%  share_on_irq_cpu (%)            DIFFERENT p=0.008 [+1928.6%, +2214.3%]  n=5/5
+      4.20 ± 92%    +87.5pp          91.70 ±  4%  share_on_irq_cpu (%)            DIFFERENT p=0.008 [+81.0pp, +93.0pp]  n=5/5
      12.60 ±  8%      +1.6%          12.80 ± 13%  cross_llc_migrations (per 100)  p=1.000 adj=1.000 [-15.9%, +23.8%]  n=5/5
 
 primary: DIFFERENT when p (the larger of the exact Mann-Whitney's and Welch's, adjusted for every look and primary decision) <= 0.01 and the shift (or, where only they moved, the means) exceeds the magnitude; SAME after 9 or more boots a side (more where the magnitude is small against a bounded range: 19 at 10 points of a share, 39 at 5) when the 95% intervals of the shift and of the means lie inside ±magnitude; otherwise UNKNOWN
 * p<0.05, ** p<0.01 after Holm's adjustment over the 1 secondary comparisons (adj), with the shift beyond the metric's magnitude
-p: Mann-Whitney, exact; [..]: 95% distribution-free interval of the shift (Hodges-Lehmann), in % of the base mean, inside the metric's range; n: boots per variant, base first
+p: Mann-Whitney, exact; [..]: 95% distribution-free interval of the shift (Hodges-Lehmann), in % of the base mean (a share's change and interval in points, pp), inside the metric's range; n: boots per variant, base first
 ";
     assert_eq!(table, want, "got:\n{table}");
 }

@@ -144,12 +144,15 @@ fn check_structure(page: &str, record: &RunRecord) {
             page.contains(&format!("<svg class=\"dots\" data-metric=\"{m}\"")),
             "dots {m}"
         );
-        // The row shows the same %change the text table prints.
+        // The row shows the same change the text table prints (a share's in points).
         for o in &row.others {
             let ch = o.change.as_ref().expect("every S1 metric has samples");
-            let pct = format!("{:+.1}%", ch.pct_change.unwrap_or(0.0));
-            if ch.pct_change.is_some() {
-                assert!(table.contains(&pct) && page.contains(&pct), "{m}: {pct}");
+            let (change, _) = crate::report::change_text(row.metric, ch);
+            if change != "n/a" {
+                assert!(
+                    table.contains(&change) && page.contains(&change),
+                    "{m}: {change}"
+                );
             }
         }
     }
