@@ -65,17 +65,13 @@ fn bisect_verifies_the_s1_change_after_a_kill_and_a_resume() {
     let results = lab::results_root();
     let root = results.join(format!("bisect-{name}"));
     let started = Instant::now();
+    // S1 given as its file, as a user's own scenario is (`--scenario FILE`): the resume reads
+    // it again from the bisect's record.
+    let s1_file = lab::repo_path("scenarios/dma-wakeup.toml");
     let mut first = Command::new(&lab_bin)
-        .args([
-            "bisect",
-            "dma-wakeup",
-            "--good",
-            "v6.12",
-            "--seed",
-            "7",
-            "--name",
-            &name,
-        ])
+        .args(["bisect", "--scenario"])
+        .arg(&s1_file)
+        .args(["--good", "v6.12", "--seed", "7", "--name", &name])
         // 128 KiB buffers and 500 copies, as S1's tests run dmatest under TCG
         // (tests/dma_wakeup.rs says why).
         .args(common::s1_tcg_dmatest())
