@@ -40,7 +40,10 @@ async fn default_masks_spread_completions_and_one_queue_concentrates_them() {
     // boots per column, p=0.008, the boots never overlapping). Under the verdict rules of
     // 2026-12-04 (two decisions share the 1%, so the first look that can decide is 7 a side),
     // three runs: 12.8-14.0% with 8, 25.3-26.5% with 4, 100% with 1; both decided at 7 boots
-    // per column (p adjusted 0.010), shifts +12.4 to +12.7 and +86.7 to +87.1 points.
+    // per column (p adjusted 0.010), shifts +12.4 to +12.7 and +86.7 to +87.1 points. Under the
+    // rules of 2026-12-07 (Welch beside the rank test, its df halfway to Hsu's), one run: 13.6%
+    // mean with 8, 25.8% with 4, 100% with 1; both decided at 7 per column again (p=0.010), the
+    // means +12.1 and +86.4 points apart (98 s).
     let experiment = Experiment::new(IrqSpread::seed()).named("irq-spread");
     let (_lab, outcome) = common::run_experiment(experiment).await;
     print_boots(&outcome);
