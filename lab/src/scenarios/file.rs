@@ -13,6 +13,7 @@ mod cpus;
 mod format;
 mod measure;
 mod metrics;
+mod vectors;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,7 +46,8 @@ struct Expr {
 struct FileDevice {
     kind: Expr,
     channels: u8,
-    queues: u16,
+    /// A number, or a numeric parameter's name.
+    queues: Expr,
     /// Vector -> CPU set.
     pins: Vec<(usize, Expr)>,
 }
@@ -269,7 +271,21 @@ impl ScenarioFile {
         let mut spec = match kind.as_str() {
             "ioat" => DeviceSpec::ioat(d.channels),
             "ptdma" => DeviceSpec::ptdma(),
-            "nvme" => DeviceSpec::nvme(d.queues, 1 << 30),
+            "nvme" => {
+                let queues = cpus::word(&d.queues.text, names.params);
+                let queues = queues
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|q| *q > 0)
+                    .ok_or_else(|| {
+                        self.at(
+                            d.queues.line,
+                            &format!("device[{index}].queues"),
+                            format!("{queues:?} is not a number of queues (1 or more)"),
+                        )
+                    })?;
+                DeviceSpec::nvme(queues, 1 << 30)
+            }
             "nic" => DeviceSpec::nic(),
             other => {
                 return Err(self.at(
@@ -373,11 +389,20 @@ impl Scenario for ScenarioFile {
     /// `[[count]]`'s events per CPU.
     fn picture(&self) -> Option<Picture> {
         let Some(watch) = self.watch.as_ref() else {
-            let count = self.counts.first()?;
+            if let Some(count) = self.counts.first() {
+                return Some(Picture {
+                    task: format!("[[count]] {} ({})", count.name, count.filter),
+                    quantity: format!("{} events (trace)", count.event),
+                    per_cpu: format!("/counts_per_cpu/{}", count.name),
+                    marks: Vec::new(),
+                });
+            }
+            // Else where the first spread's interrupts landed.
+            let vectors = vectors::wanted(&self.metrics).into_iter().next()?;
             return Some(Picture {
-                task: format!("[[count]] {} ({})", count.name, count.filter),
-                quantity: format!("{} events (trace)", count.event),
-                per_cpu: format!("/counts_per_cpu/{}", count.name),
+                task: format!("the vectors of {}", vectors.key()),
+                quantity: "interrupts (/proc/interrupts)".into(),
+                per_cpu: format!("/vector_interrupts/{}", vectors.key()),
                 marks: Vec::new(),
             });
         };

@@ -19,7 +19,7 @@ use serde_json::json;
 
 use crate::devices::DeviceSpec;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
-use crate::observe::{per_cpu_map, read_id_cpulists, Interrupts};
+use crate::observe::{per_cpu_map, read_id_cpulists, InterruptSpread, Interrupts};
 use crate::report::{Direction, Mark, Picture};
 use crate::storage::StorageStack;
 use crate::topology::{format_cpulist, parse_cpulist, parse_size, Topology};
@@ -313,10 +313,9 @@ pub(crate) fn metrics(
     effective: &BTreeMap<u32, Vec<u32>>,
     per_cpu: &[u64],
 ) -> Result<BTreeMap<String, f64>> {
-    let total: u64 = per_cpu.iter().sum();
-    if total == 0 {
+    let Some(spread) = InterruptSpread::of(per_cpu, topology) else {
         bail!("the I/O queues raised no interrupt during the run");
-    }
+    };
     let node_of = |cpu: u32| topology.node_of(cpu).map(|n| n.id);
     let mut targets: BTreeMap<u32, u64> = BTreeMap::new();
     for cpus in effective.values() {
@@ -325,14 +324,6 @@ pub(crate) fn metrics(
         }
     }
     let target_nodes: BTreeSet<u32> = targets.keys().filter_map(|c| node_of(*c)).collect();
-    let mut node_completions: BTreeMap<u32, u64> = BTreeMap::new();
-    for (cpu, n) in per_cpu.iter().enumerate() {
-        if let Some(node) = node_of(cpu as u32) {
-            *node_completions.entry(node).or_default() += n;
-        }
-    }
-    let max = *per_cpu.iter().max().unwrap_or(&0);
-    let mean = total as f64 / per_cpu.len().max(1) as f64;
     let mut m = BTreeMap::new();
     m.insert("effective_cpus".into(), targets.len() as f64);
     m.insert("effective_nodes".into(), target_nodes.len() as f64);
@@ -340,22 +331,10 @@ pub(crate) fn metrics(
         "vectors_per_target_cpu_max".into(),
         targets.values().copied().max().unwrap_or(0) as f64,
     );
-    m.insert(
-        "completion_cpus".into(),
-        per_cpu
-            .iter()
-            .filter(|n| **n as f64 >= 0.01 * total as f64)
-            .count() as f64,
-    );
-    m.insert(
-        "completion_nodes".into(),
-        node_completions
-            .values()
-            .filter(|n| **n as f64 >= 0.05 * total as f64)
-            .count() as f64,
-    );
-    m.insert("completion_max_over_mean".into(), max as f64 / mean);
-    m.insert("busiest_cpu".into(), 100.0 * max as f64 / total as f64);
+    m.insert("completion_cpus".into(), spread.cpus as f64);
+    m.insert("completion_nodes".into(), spread.nodes as f64);
+    m.insert("completion_max_over_mean".into(), spread.max_over_mean);
+    m.insert("busiest_cpu".into(), spread.busiest_share);
     Ok(m)
 }
 

@@ -573,7 +573,13 @@ mod tests {
     #[test]
     fn the_listing_names_every_example_file_and_each_reads() {
         let text = list_text().unwrap();
-        for name in ["dma-wakeup", "eevdf-parity", "numa-scan", "nic-wakeup"] {
+        for name in [
+            "dma-wakeup",
+            "eevdf-parity",
+            "numa-scan",
+            "nic-wakeup",
+            "irq-spread",
+        ] {
             assert!(
                 text.contains(&format!("  scenarios/{name}.toml  ")),
                 "{name} missing:\n{text}"

@@ -111,7 +111,7 @@ impl Checker<'_> {
         let counts = self.counts(&raw, watch.is_some())?;
         let traffic = self.traffic(&raw, devices.len(), watch.as_ref())?;
         let max_repetitions = self.max_repetitions(&raw)?;
-        let metrics = self.metrics(&raw, &params, &cpus, &watch, &workload)?;
+        let metrics = self.metrics(&raw, &params, &cpus, &watch, &workload, devices.len())?;
         for m in self.metric_list(&raw)? {
             if let Some(c) = &m.count {
                 if !counts.iter().any(|k| &k.name == c.get_ref()) {
@@ -380,11 +380,44 @@ impl Checker<'_> {
             out.push(FileDevice {
                 kind: self.expr(&d.kind),
                 channels: d.channels.unwrap_or(1),
-                queues: d.queues.unwrap_or(2),
+                queues: self.queues(d, index, params)?,
                 pins,
             });
         }
         Ok(out)
+    }
+
+    /// A device's `queues`: a number (default 2), or a numeric parameter's name (`--set` and
+    /// a variant's `@set=` change it), kept as an expression the plan resolves.
+    fn queues(
+        &self,
+        d: &super::format::RawDevice,
+        index: usize,
+        params: &serde_json::Map<String, Value>,
+    ) -> Result<Expr> {
+        let Some(q) = &d.queues else {
+            return Ok(Expr {
+                text: "2".into(),
+                line: self.line(d.kind.span()),
+            });
+        };
+        let text = match q.get_ref() {
+            toml::Value::Integer(n) => n.to_string(),
+            toml::Value::String(name) if params.get(name).is_some_and(Value::is_u64) => {
+                name.clone()
+            }
+            other => {
+                return Err(self.err(
+                    q.span(),
+                    &format!("device[{index}].queues"),
+                    format!("{other}: a number, or the name of a numeric parameter"),
+                ))
+            }
+        };
+        Ok(Expr {
+            text,
+            line: self.line(q.span()),
+        })
     }
 
     fn watch(
@@ -539,6 +572,7 @@ impl Checker<'_> {
         cpus: &BTreeMap<String, Expr>,
         watch: &Option<Watch>,
         workload: &Workload,
+        devices: usize,
     ) -> Result<Vec<FileMetric>> {
         let mut out: Vec<FileMetric> = Vec::new();
         for m in self.metric_list(raw)? {
@@ -577,6 +611,20 @@ impl Checker<'_> {
                     &field,
                     "irqs_on needs [watch] irq = \"device N\"",
                 ));
+            }
+            if let (metrics::Source::Spread { vectors, .. }, Some(text)) =
+                (&metric.source, &m.vectors)
+            {
+                if vectors.device >= devices {
+                    return Err(self.err(
+                        text.span(),
+                        &format!("{field}: vectors"),
+                        format!(
+                            "device {}: the file has {devices} [[device]] tables",
+                            vectors.device
+                        ),
+                    ));
+                }
             }
             if m.workload.is_some() && !matches!(workload, Workload::Dmatest { .. }) {
                 return Err(self.err(

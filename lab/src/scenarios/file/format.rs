@@ -162,9 +162,9 @@ pub(super) struct RawDevice {
     /// I/OAT channels (default 1).
     #[serde(default)]
     pub channels: Option<u8>,
-    /// NVMe I/O queues (default 2).
+    /// NVMe I/O queues (default 2): a number, or a numeric parameter naming it.
     #[serde(default)]
-    pub queues: Option<u16>,
+    pub queues: Option<Spanned<toml::Value>>,
     /// Vector index -> a CPU set ([`super::cpus`]) its interrupt is pinned to.
     #[serde(default)]
     pub pin: BTreeMap<String, Spanned<String>>,
@@ -306,6 +306,13 @@ pub(super) struct RawMetric {
     /// A `[[count]]`'s events over the workload, all CPUs.
     #[serde(default)]
     pub count: Option<Spanned<String>>,
+    /// How a device's interrupts spread over the CPUs: `busiest_share`, `cpus`, `nodes`,
+    /// `max_over_mean` or `total`, of the vectors `vectors` names.
+    #[serde(default)]
+    pub spread: Option<Spanned<String>>,
+    /// With `spread`: `device N` (all its vectors) or `device N from V` (vector V onward).
+    #[serde(default)]
+    pub vectors: Option<Spanned<String>>,
     /// A regular expression over the workload's output; its first group is the value.
     #[serde(default)]
     pub output: Option<Spanned<String>>,

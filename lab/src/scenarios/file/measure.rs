@@ -8,13 +8,14 @@ use serde_json::{json, Value};
 
 use super::cpus::Names;
 use super::metrics::{self, Observed, Source};
+use super::vectors;
 use super::{Expr, ScenarioFile, Workload};
 use crate::devices::nic;
 use crate::experiment::{Boot, Measurement};
 use crate::guest::GuestCommand;
 use crate::observe::{
-    parse_trace_off_thread, task_wakeups, Attribution, CrossLlcWakeups, EventCount, Interrupts,
-    TaskPlacement, TaskTrace, VmStat,
+    parse_trace_off_thread, per_cpu_map, task_wakeups, Attribution, CrossLlcWakeups, EventCount,
+    Interrupts, TaskPlacement, TaskTrace, VmStat,
 };
 use crate::topology::Topology;
 use crate::vm::Vm;
@@ -171,11 +172,18 @@ pub(super) async fn measure(
     let run = run?;
     let sent = sent?;
     let vmstat_after = VmStat::read(vm).await?;
-    let irq_delta = match irq {
-        Some(i) => Interrupts::read(vm)
-            .await?
-            .delta(&irqs_before, &i.to_string()),
-        None => Vec::new(),
+    let spreads = vectors::wanted(&file.metrics);
+    let irqs_after = match irq.is_some() || !spreads.is_empty() {
+        true => Some(Interrupts::read(vm).await?),
+        false => None,
+    };
+    let irq_delta = match (irq, &irqs_after) {
+        (Some(i), Some(after)) => after.delta(&irqs_before, &i.to_string()),
+        _ => Vec::new(),
+    };
+    let vector_counts = match &irqs_after {
+        Some(after) => vectors::counted(&spreads, boot, &irqs_before, after, &file.path)?,
+        None => BTreeMap::new(),
     };
     boot.keep("workload.out", &run.output).await?;
     let vmstat = vmstat_after.delta(&vmstat_before, &counters)?;
@@ -187,6 +195,10 @@ pub(super) async fn measure(
         "cpus": found,
         "irq": irq,
         "irq_delta": irq_delta,
+        "vector_interrupts": vector_counts
+            .iter()
+            .map(|(v, per_cpu)| (v.key(), per_cpu_map(per_cpu)))
+            .collect::<BTreeMap<_, _>>(),
         "warm_up_pokes": warm_up_pokes,
         "workload": run.dmatest,
         "usage": run.usage,
@@ -209,6 +221,7 @@ pub(super) async fn measure(
         vmstat_from: &vmstat_from,
         counts: &seen.counts,
         irq_delta: &irq_delta,
+        vector_counts: &vector_counts,
         dmatest: run.dmatest.as_ref(),
         output: &run.output,
     };

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::experiment::MetricDef;
 use crate::guest::ResourceUse;
-use crate::observe::{Attribution, CrossLlcWakeups, Landing, TaskPlacement};
+use crate::observe::{Attribution, CrossLlcWakeups, InterruptSpread, Landing, TaskPlacement};
 use crate::report::Direction;
 use crate::stats::Magnitude;
 use crate::topology::Topology;
@@ -41,6 +41,11 @@ pub(super) enum Source {
     },
     /// A `[[count]]`'s events, all CPUs.
     Count(String),
+    /// How a device's interrupts spread over the CPUs.
+    Spread {
+        figure: SpreadFigure,
+        vectors: Vectors,
+    },
     /// The first group of a regular expression over the workload's output.
     Output(regex::Regex),
     /// An expression of earlier metrics' values and numeric parameters.
@@ -106,6 +111,52 @@ const LANDINGS: [(&str, Landing); 5] = [
     ("other_node", Landing::OtherNode),
 ];
 
+/// The figures of an interrupt spread (`observe::InterruptSpread`) a metric can be.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum SpreadFigure {
+    BusiestShare,
+    Cpus,
+    Nodes,
+    MaxOverMean,
+    Total,
+}
+
+const SPREAD_FIGURES: [(&str, SpreadFigure); 5] = [
+    ("busiest_share", SpreadFigure::BusiestShare),
+    ("cpus", SpreadFigure::Cpus),
+    ("nodes", SpreadFigure::Nodes),
+    ("max_over_mean", SpreadFigure::MaxOverMean),
+    ("total", SpreadFigure::Total),
+];
+
+/// The vectors of a device a spread reads: `device N`, or `device N from V` (V onward: an
+/// NVMe's I/O queues without its admin vector 0).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Vectors {
+    pub device: usize,
+    pub from: usize,
+}
+
+impl Vectors {
+    fn parse(text: &str) -> Result<Vectors, String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let number = |w: &str| w.parse::<usize>().ok();
+        match words[..] {
+            ["device", n] => number(n).map(|device| Vectors { device, from: 0 }),
+            ["device", n, "from", v] => number(n)
+                .zip(number(v))
+                .map(|(device, from)| Vectors { device, from }),
+            _ => None,
+        }
+        .ok_or_else(|| format!("{text:?}: \"device N\" or \"device N from V\""))
+    }
+
+    /// As the details key it: `device 0 from 1`.
+    pub(super) fn key(&self) -> String {
+        format!("device {} from {}", self.device, self.from)
+    }
+}
+
 /// dmatest's figures a metric can be.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum WorkloadFigure {
@@ -141,6 +192,8 @@ pub(super) struct Observed<'a> {
     pub counts: &'a BTreeMap<String, u64>,
     /// The watched interrupt's count per CPU over the workload.
     pub irq_delta: &'a [u64],
+    /// The interrupts per CPU over the workload of each device's vectors a spread reads.
+    pub vector_counts: &'a BTreeMap<Vectors, Vec<u64>>,
     pub dmatest: Option<&'a DmatestResult>,
     pub output: &'a str,
 }
@@ -160,6 +213,10 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
             | Source::Landed(_)
             | Source::Placement(PlacementFigure::MaxCpuShare)
             | Source::Placement(PlacementFigure::PulledAcrossLlc)
+            | Source::Spread {
+                figure: SpreadFigure::BusiestShare,
+                ..
+            }
     );
     let magnitude = match &raw.magnitude {
         Some(m) => magnitude(m.get_ref()).map_err(|e| (field("magnitude"), e))?,
@@ -191,6 +248,12 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
             Source::Placement(_) | Source::Count(_) => "per boot",
             Source::Usage(UsageFigure::UserS | UsageFigure::SystemS | UsageFigure::CpuS) => "s",
             Source::Usage(UsageFigure::MaxRssKib) => "KiB",
+            Source::Spread { figure, .. } => match figure {
+                SpreadFigure::Cpus => "CPUs",
+                SpreadFigure::Nodes => "nodes",
+                SpreadFigure::MaxOverMean => "x",
+                _ => "per boot",
+            },
             _ => "",
         };
         let d = MetricDef::new(&name, unit, direction, magnitude);
@@ -318,6 +381,22 @@ fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
         ];
         let figure = lookup(&figures, v.get_ref()).map_err(|e| (field("workload"), e))?;
         sources.push(("workload", Source::Workload(figure)));
+    }
+    match (&raw.spread, &raw.vectors) {
+        (Some(figure), Some(vectors)) => {
+            let figure =
+                lookup(&SPREAD_FIGURES, figure.get_ref()).map_err(|e| (field("spread"), e))?;
+            let vectors = Vectors::parse(vectors.get_ref()).map_err(|e| (field("vectors"), e))?;
+            sources.push(("spread", Source::Spread { figure, vectors }));
+        }
+        (Some(_), None) => {
+            return Err((
+                field("vectors"),
+                "a spread needs vectors = \"device N\" (or \"device N from V\")".into(),
+            ))
+        }
+        (None, Some(_)) => return Err((field("vectors"), "vectors go with a spread".into())),
+        (None, None) => {}
     }
     if let Some(v) = &raw.usage {
         let figure = lookup(&USAGE_FIGURES, v.get_ref()).map_err(|e| (field("usage"), e))?;
@@ -471,6 +550,19 @@ impl FileMetric {
                 Some(*delta as f64)
             }
             Source::Count(name) => Some(*seen.counts.get(name).ok_or("no such [[count]]")? as f64),
+            Source::Spread { figure, vectors } => {
+                let per_cpu = seen
+                    .vector_counts
+                    .get(vectors)
+                    .ok_or("no interrupt counts of the device were read")?;
+                InterruptSpread::of(per_cpu, topology).map(|s| match figure {
+                    SpreadFigure::BusiestShare => s.busiest_share,
+                    SpreadFigure::Cpus => s.cpus as f64,
+                    SpreadFigure::Nodes => s.nodes as f64,
+                    SpreadFigure::MaxOverMean => s.max_over_mean,
+                    SpreadFigure::Total => s.total as f64,
+                })
+            }
             // Computed in `values`, from the metrics before it.
             Source::Compute(_) => None,
             Source::Landed(landing) => {

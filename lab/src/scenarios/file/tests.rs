@@ -216,6 +216,7 @@ fn metrics_read_a_recorded_s1_boot_as_the_toolkit_does() {
         vmstat_from: &[],
         counts: &BTreeMap::new(),
         irq_delta: &irq_delta,
+        vector_counts: &BTreeMap::new(),
         dmatest: None,
         output: "",
     };
@@ -260,7 +261,7 @@ fn an_output_metric_takes_its_first_group() {
         params: &serde_json::Map::new(),
         cpus: &BTreeMap::new(),
     };
-    let (vmstat, counts) = (BTreeMap::new(), BTreeMap::new());
+    let (vmstat, counts, vector_counts) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
     let seen = |output| metrics::Observed {
         placement: None,
         attribution: None,
@@ -270,6 +271,7 @@ fn an_output_metric_takes_its_first_group() {
         vmstat_from: &[],
         counts: &counts,
         irq_delta: &[],
+        vector_counts: &vector_counts,
         dmatest: None,
         output,
     };
@@ -492,6 +494,7 @@ fn vmstat_usage_and_count_metrics_read_their_observations() {
         vmstat_from: &late,
         counts: &counts,
         irq_delta: &[],
+        vector_counts: &BTreeMap::new(),
         dmatest: None,
         output: "Time: 3.25\n{\"elapsed_s\": 3.25}\n",
     };
@@ -743,4 +746,101 @@ fn metrics_are_lines_of_one_table_or_tables_of_their_own_not_both() {
         ScenarioFile::parse(&unnamed, Path::new("u.toml")).unwrap_err()
     );
     assert!(err.contains("metrics: a [[metric]] needs a name"), "{err}");
+}
+
+/// A device's interrupt spread (`spread` over `vectors`): read from the vectors' counts per CPU,
+/// checked before any boot, with the line; `queues` may name a numeric parameter, which a
+/// variant's `@set=` changes.
+#[test]
+fn a_spread_reads_a_devices_vectors_and_queues_follow_a_parameter() {
+    let file = shipped("irq-spread");
+    let t = ci();
+    let plans = Experiment::new(file.clone()).plan().unwrap();
+    let queues: Vec<String> = plans
+        .iter()
+        .map(|(_, _, plan)| format!("{:?}", plan.devices[0]))
+        .collect();
+    assert_eq!(plans.len(), 3);
+    assert!(
+        queues[0] != queues[1] && queues[1] != queues[2],
+        "{queues:?}"
+    );
+    let v = metrics::Vectors { device: 0, from: 1 };
+    let counts = BTreeMap::from([(v, vec![0, 0, 0, 0, 0, 0, 0, 500])]);
+    let seen = metrics::Observed {
+        placement: None,
+        attribution: None,
+        crossings: None,
+        usage: None,
+        vmstat: &BTreeMap::new(),
+        vmstat_from: &[],
+        counts: &BTreeMap::new(),
+        irq_delta: &[],
+        vector_counts: &counts,
+        dmatest: None,
+        output: "{\"jobs\": [{\"read\": {\"iops\" : 1234.5, \"iops_min\": 3}}]}",
+    };
+    let names = Names {
+        params: file.params().as_object().unwrap(),
+        cpus: &BTreeMap::new(),
+    };
+    let values = metrics::values(&file.metrics, &seen, &names, &t, "s5.toml").unwrap();
+    assert_eq!(values["busiest_cpu"], 100.0);
+    assert_eq!(values["completion_cpus"], 1.0);
+    assert_eq!(values["completion_max_over_mean"], 8.0);
+    assert_eq!(values["iops"], 1234.5);
+    let picture = file.picture().unwrap();
+    assert_eq!(picture.per_cpu, "/vector_interrupts/device 0 from 1");
+    // Mistakes, each with its line.
+    let text = std::fs::read_to_string(crate::repo_path("scenarios/irq-spread.toml")).unwrap();
+    let err = |old: &str, new: &str| {
+        assert!(text.contains(old), "{old}");
+        let changed = text.replacen(old, new, 1);
+        let e = ScenarioFile::parse(&changed, Path::new("s5.toml")).unwrap_err();
+        format!("{e:#}")
+    };
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("completion_cpus"))
+        .unwrap()
+        + 1;
+    let e = err(
+        "spread = \"cpus\", vectors = \"device 0 from 1\"",
+        "spread = \"cpus\"",
+    );
+    assert!(
+        e.contains(&format!(
+            "line {line}: metric \"completion_cpus\": vectors: a spread needs vectors"
+        )),
+        "{e}"
+    );
+    let e = err("spread = \"cpus\", ", "");
+    assert!(e.contains("vectors go with a spread"), "{e}");
+    let e = err("spread = \"cpus\"", "spread = \"cpu\"");
+    assert!(e.contains("spread: \"cpu\" is not one of"), "{e}");
+    let e = err(
+        "spread = \"cpus\", vectors = \"device 0 from 1\"",
+        "spread = \"cpus\", vectors = \"dev 0\"",
+    );
+    assert!(
+        e.contains("\"dev 0\": \"device N\" or \"device N from V\""),
+        "{e}"
+    );
+    let e = err(
+        "spread = \"cpus\", vectors = \"device 0 from 1\"",
+        "spread = \"cpus\", vectors = \"device 1\"",
+    );
+    assert!(e.contains(&format!("line {line}: metric \"completion_cpus\": vectors: device 1: the file has 1 [[device]] tables")), "{e}");
+    let e = err("queues = \"io_queues\"", "queues = \"io_queue\"");
+    assert!(
+        e.contains("device[0].queues: \"io_queue\": a number, or the name of a numeric parameter"),
+        "{e}"
+    );
+    let zero = text.replacen("io_queues = 8", "io_queues = 0", 1);
+    let zero = ScenarioFile::parse(&zero, Path::new("s5.toml")).unwrap();
+    let e = format!("{:#}", zero.plan(zero.params(), &t).unwrap_err());
+    assert!(
+        e.contains("device[0].queues: \"0\" is not a number of queues"),
+        "{e}"
+    );
 }
