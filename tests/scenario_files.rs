@@ -34,6 +34,17 @@ async fn the_s5_file_decides_as_the_rust_s5_does() {
             "{}: {:?}",
             b.variant, b.samples
         );
+        // A vector a CPU with 8 queues, two CPUs' masks with 4 (one target each), one with 1.
+        assert_eq!(
+            b.samples["target_cpus"], want,
+            "{}: {:?}",
+            b.variant, b.samples
+        );
+        assert_eq!(
+            b.samples["vectors_per_target_cpu_max"], 1.0,
+            "{}",
+            b.variant
+        );
         let spread = &b.details["scenario"]["vector_interrupts"]["device 0 from 1"];
         assert!(spread.is_object(), "the counts per CPU are kept: {spread}");
     }

@@ -19,7 +19,7 @@ mod warm_up;
 pub use attribution::{waker_class, Attribution, Landing};
 pub use crossings::CrossLlcWakeups;
 pub use placement::{task_wakeups, TaskPlacement, TaskWakeup};
-pub use spread::InterruptSpread;
+pub use spread::{InterruptSpread, VectorTargets};
 pub use wakeups::{
     allowed_cpus, read_id_cpulists, task_class, WakeupTrace, Wakeups, HARD_IRQ, SOFT_IRQ,
 };

@@ -398,7 +398,7 @@ impl Scenario for ScenarioFile {
                 });
             }
             // Else where the first spread's interrupts landed.
-            let vectors = vectors::wanted(&self.metrics).into_iter().next()?;
+            let vectors = vectors::wanted(&self.metrics, true).into_iter().next()?;
             return Some(Picture {
                 task: format!("the vectors of {}", vectors.key()),
                 quantity: "interrupts (/proc/interrupts)".into(),

@@ -11,7 +11,7 @@
 //! vector (not managed) is moved to the last CPU and admin commands are issued, to record
 //! whether its interrupts follow.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -19,7 +19,7 @@ use serde_json::json;
 
 use crate::devices::DeviceSpec;
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
-use crate::observe::{per_cpu_map, read_id_cpulists, InterruptSpread, Interrupts};
+use crate::observe::{per_cpu_map, InterruptSpread, Interrupts, VectorTargets};
 use crate::report::{Direction, Mark, Picture};
 use crate::storage::StorageStack;
 use crate::topology::{format_cpulist, parse_cpulist, parse_size, Topology};
@@ -187,7 +187,7 @@ impl Scenario for IrqSpread {
             .check_complete(fio.runtime_s)
             .with_context(|| format!("fio in {}", vm.name))?;
         // Effective targets after the run: x86 moves a vector when it next fires.
-        let effective = read_effective(vm, io.iter().map(|v| v.irq)).await?;
+        let effective = VectorTargets::read(vm, io.iter().map(|v| v.irq)).await?;
         let per_cpu = after.delta_summed(
             &before,
             io.iter().map(|v| v.irq),
@@ -221,20 +221,6 @@ impl Scenario for IrqSpread {
             }),
         })
     }
-}
-
-/// `effective_affinity_list` of each IRQ.
-pub(crate) async fn read_effective(
-    vm: &crate::vm::Vm,
-    irqs: impl Iterator<Item = u32>,
-) -> Result<BTreeMap<u32, Vec<u32>>> {
-    read_id_cpulists(
-        vm,
-        irqs,
-        "read e < /proc/irq/$id/effective_affinity_list; echo $id $e",
-    )
-    .await
-    .context("reading effective_affinity_list")
 }
 
 /// What moving a vector that is not managed did.
@@ -316,20 +302,13 @@ pub(crate) fn metrics(
     let Some(spread) = InterruptSpread::of(per_cpu, topology) else {
         bail!("the I/O queues raised no interrupt during the run");
     };
-    let node_of = |cpu: u32| topology.node_of(cpu).map(|n| n.id);
-    let mut targets: BTreeMap<u32, u64> = BTreeMap::new();
-    for cpus in effective.values() {
-        for cpu in cpus {
-            *targets.entry(*cpu).or_default() += 1;
-        }
-    }
-    let target_nodes: BTreeSet<u32> = targets.keys().filter_map(|c| node_of(*c)).collect();
+    let targets = VectorTargets::of(effective, topology);
     let mut m = BTreeMap::new();
-    m.insert("effective_cpus".into(), targets.len() as f64);
-    m.insert("effective_nodes".into(), target_nodes.len() as f64);
+    m.insert("effective_cpus".into(), targets.cpus as f64);
+    m.insert("effective_nodes".into(), targets.nodes as f64);
     m.insert(
         "vectors_per_target_cpu_max".into(),
-        targets.values().copied().max().unwrap_or(0) as f64,
+        targets.max_per_cpu as f64,
     );
     m.insert("completion_cpus".into(), spread.cpus as f64);
     m.insert("completion_nodes".into(), spread.nodes as f64);

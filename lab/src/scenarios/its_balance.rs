@@ -257,11 +257,9 @@ impl Scenario for ItsBalance {
             .check_complete(fio.runtime_s)
             .with_context(|| format!("fio in {}", vm.name))?;
         let (managed, unmanaged) = split_vectors(boot.devices)?;
-        let effective = crate::scenarios::irq_spread::read_effective(
-            vm,
-            managed.iter().chain(&unmanaged).copied(),
-        )
-        .await?;
+        let effective =
+            crate::observe::VectorTargets::read(vm, managed.iter().chain(&unmanaged).copied())
+                .await?;
         let per_cpu = after.delta_summed(
             &before,
             managed.iter().copied(),

@@ -612,9 +612,12 @@ impl Checker<'_> {
                     "irqs_on needs [watch] irq = \"device N\"",
                 ));
             }
-            if let (metrics::Source::Spread { vectors, .. }, Some(text)) =
-                (&metric.source, &m.vectors)
-            {
+            let read = match &metric.source {
+                metrics::Source::Spread { vectors, .. }
+                | metrics::Source::Targets { vectors, .. } => Some(vectors),
+                _ => None,
+            };
+            if let (Some(vectors), Some(text)) = (read, &m.vectors) {
                 if vectors.device >= devices {
                     return Err(self.err(
                         text.span(),

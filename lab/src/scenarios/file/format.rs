@@ -310,7 +310,12 @@ pub(super) struct RawMetric {
     /// `max_over_mean` or `total`, of the vectors `vectors` names.
     #[serde(default)]
     pub spread: Option<Spanned<String>>,
-    /// With `spread`: `device N` (all its vectors) or `device N from V` (vector V onward).
+    /// Where a device's vectors target (`effective_affinity_list` after the workload): `cpus`,
+    /// `nodes` or `max_per_cpu`, of the vectors `vectors` names.
+    #[serde(default)]
+    pub targets: Option<Spanned<String>>,
+    /// With `spread` or `targets`: `device N` (all its vectors) or `device N from V` (vector V
+    /// onward).
     #[serde(default)]
     pub vectors: Option<Spanned<String>>,
     /// A regular expression over the workload's output; its first group is the value.

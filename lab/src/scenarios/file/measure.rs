@@ -172,7 +172,7 @@ pub(super) async fn measure(
     let run = run?;
     let sent = sent?;
     let vmstat_after = VmStat::read(vm).await?;
-    let spreads = vectors::wanted(&file.metrics);
+    let spreads = vectors::wanted(&file.metrics, true);
     let irqs_after = match irq.is_some() || !spreads.is_empty() {
         true => Some(Interrupts::read(vm).await?),
         false => None,
@@ -185,6 +185,8 @@ pub(super) async fn measure(
         Some(after) => vectors::counted(&spreads, boot, &irqs_before, after, &file.path)?,
         None => BTreeMap::new(),
     };
+    let targeted = vectors::wanted(&file.metrics, false);
+    let vector_targets = vectors::targets(&targeted, boot, &file.path).await?;
     boot.keep("workload.out", &run.output).await?;
     let vmstat = vmstat_after.delta(&vmstat_before, &counters)?;
     let mut vmstat_from = Vec::new();
@@ -198,6 +200,10 @@ pub(super) async fn measure(
         "vector_interrupts": vector_counts
             .iter()
             .map(|(v, per_cpu)| (v.key(), per_cpu_map(per_cpu)))
+            .collect::<BTreeMap<_, _>>(),
+        "vector_targets": vector_targets
+            .iter()
+            .map(|(v, effective)| (v.key(), effective))
             .collect::<BTreeMap<_, _>>(),
         "warm_up_pokes": warm_up_pokes,
         "workload": run.dmatest,
@@ -222,6 +228,7 @@ pub(super) async fn measure(
         counts: &seen.counts,
         irq_delta: &irq_delta,
         vector_counts: &vector_counts,
+        vector_targets: &vector_targets,
         dmatest: run.dmatest.as_ref(),
         output: &run.output,
     };

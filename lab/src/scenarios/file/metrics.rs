@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use crate::experiment::MetricDef;
 use crate::guest::ResourceUse;
-use crate::observe::{Attribution, CrossLlcWakeups, InterruptSpread, Landing, TaskPlacement};
+use crate::observe::{
+    Attribution, CrossLlcWakeups, InterruptSpread, Landing, TaskPlacement, VectorTargets,
+};
 use crate::report::Direction;
 use crate::stats::Magnitude;
 use crate::topology::Topology;
@@ -44,6 +46,11 @@ pub(super) enum Source {
     /// How a device's interrupts spread over the CPUs.
     Spread {
         figure: SpreadFigure,
+        vectors: Vectors,
+    },
+    /// Where a device's vectors target.
+    Targets {
+        figure: TargetFigure,
         vectors: Vectors,
     },
     /// The first group of a regular expression over the workload's output.
@@ -129,6 +136,20 @@ const SPREAD_FIGURES: [(&str, SpreadFigure); 5] = [
     ("total", SpreadFigure::Total),
 ];
 
+/// The figures of vectors' targets (`observe::VectorTargets`) a metric can be.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum TargetFigure {
+    Cpus,
+    Nodes,
+    MaxPerCpu,
+}
+
+const TARGET_FIGURES: [(&str, TargetFigure); 3] = [
+    ("cpus", TargetFigure::Cpus),
+    ("nodes", TargetFigure::Nodes),
+    ("max_per_cpu", TargetFigure::MaxPerCpu),
+];
+
 /// The vectors of a device a spread reads: `device N`, or `device N from V` (V onward: an
 /// NVMe's I/O queues without its admin vector 0).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -194,6 +215,8 @@ pub(super) struct Observed<'a> {
     pub irq_delta: &'a [u64],
     /// The interrupts per CPU over the workload of each device's vectors a spread reads.
     pub vector_counts: &'a BTreeMap<Vectors, Vec<u64>>,
+    /// Each targets metric's vectors: IRQ -> its effective CPUs after the workload.
+    pub vector_targets: &'a BTreeMap<Vectors, BTreeMap<u32, Vec<u32>>>,
     pub dmatest: Option<&'a DmatestResult>,
     pub output: &'a str,
 }
@@ -253,6 +276,11 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
                 SpreadFigure::Nodes => "nodes",
                 SpreadFigure::MaxOverMean => "x",
                 _ => "per boot",
+            },
+            Source::Targets { figure, .. } => match figure {
+                TargetFigure::Cpus => "CPUs",
+                TargetFigure::Nodes => "nodes",
+                TargetFigure::MaxPerCpu => "vectors",
             },
             _ => "",
         };
@@ -382,21 +410,29 @@ fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
         let figure = lookup(&figures, v.get_ref()).map_err(|e| (field("workload"), e))?;
         sources.push(("workload", Source::Workload(figure)));
     }
-    match (&raw.spread, &raw.vectors) {
-        (Some(figure), Some(vectors)) => {
-            let figure =
-                lookup(&SPREAD_FIGURES, figure.get_ref()).map_err(|e| (field("spread"), e))?;
-            let vectors = Vectors::parse(vectors.get_ref()).map_err(|e| (field("vectors"), e))?;
-            sources.push(("spread", Source::Spread { figure, vectors }));
-        }
-        (Some(_), None) => {
-            return Err((
-                field("vectors"),
-                "a spread needs vectors = \"device N\" (or \"device N from V\")".into(),
-            ))
-        }
-        (None, Some(_)) => return Err((field("vectors"), "vectors go with a spread".into())),
-        (None, None) => {}
+    let vectors = || {
+        let text = raw.vectors.as_ref().ok_or_else(|| {
+            let needs = "needs vectors = \"device N\" (or \"device N from V\")";
+            (field("vectors"), format!("a spread or targets {needs}"))
+        })?;
+        Vectors::parse(text.get_ref()).map_err(|e| (field("vectors"), e))
+    };
+    if let Some(figure) = &raw.spread {
+        let figure = lookup(&SPREAD_FIGURES, figure.get_ref()).map_err(|e| (field("spread"), e))?;
+        let vectors = vectors()?;
+        sources.push(("spread", Source::Spread { figure, vectors }));
+    }
+    if let Some(figure) = &raw.targets {
+        let figure =
+            lookup(&TARGET_FIGURES, figure.get_ref()).map_err(|e| (field("targets"), e))?;
+        let vectors = vectors()?;
+        sources.push(("targets", Source::Targets { figure, vectors }));
+    }
+    if raw.vectors.is_some() && raw.spread.is_none() && raw.targets.is_none() {
+        return Err((
+            field("vectors"),
+            "vectors go with a spread or targets".into(),
+        ));
     }
     if let Some(v) = &raw.usage {
         let figure = lookup(&USAGE_FIGURES, v.get_ref()).map_err(|e| (field("usage"), e))?;
@@ -550,6 +586,18 @@ impl FileMetric {
                 Some(*delta as f64)
             }
             Source::Count(name) => Some(*seen.counts.get(name).ok_or("no such [[count]]")? as f64),
+            Source::Targets { figure, vectors } => {
+                let effective = seen
+                    .vector_targets
+                    .get(vectors)
+                    .ok_or("no targets of the device's vectors were read")?;
+                let t = VectorTargets::of(effective, topology);
+                Some(match figure {
+                    TargetFigure::Cpus => t.cpus,
+                    TargetFigure::Nodes => t.nodes,
+                    TargetFigure::MaxPerCpu => t.max_per_cpu,
+                } as f64)
+            }
             Source::Spread { figure, vectors } => {
                 let per_cpu = seen
                     .vector_counts

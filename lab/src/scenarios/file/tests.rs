@@ -217,6 +217,7 @@ fn metrics_read_a_recorded_s1_boot_as_the_toolkit_does() {
         counts: &BTreeMap::new(),
         irq_delta: &irq_delta,
         vector_counts: &BTreeMap::new(),
+        vector_targets: &BTreeMap::new(),
         dmatest: None,
         output: "",
     };
@@ -262,6 +263,7 @@ fn an_output_metric_takes_its_first_group() {
         cpus: &BTreeMap::new(),
     };
     let (vmstat, counts, vector_counts) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+    let vector_targets = BTreeMap::new();
     let seen = |output| metrics::Observed {
         placement: None,
         attribution: None,
@@ -272,6 +274,7 @@ fn an_output_metric_takes_its_first_group() {
         counts: &counts,
         irq_delta: &[],
         vector_counts: &vector_counts,
+        vector_targets: &vector_targets,
         dmatest: None,
         output,
     };
@@ -495,6 +498,7 @@ fn vmstat_usage_and_count_metrics_read_their_observations() {
         counts: &counts,
         irq_delta: &[],
         vector_counts: &BTreeMap::new(),
+        vector_targets: &BTreeMap::new(),
         dmatest: None,
         output: "Time: 3.25\n{\"elapsed_s\": 3.25}\n",
     };
@@ -766,7 +770,10 @@ fn a_spread_reads_a_devices_vectors_and_queues_follow_a_parameter() {
         "{queues:?}"
     );
     let v = metrics::Vectors { device: 0, from: 1 };
-    let counts = BTreeMap::from([(v, vec![0, 0, 0, 0, 0, 0, 0, 500])]);
+    let counts = BTreeMap::from([(v.clone(), vec![0, 0, 0, 0, 0, 0, 0, 500])]);
+    // The seed's ITS: every vector on the first CPU of its mask.
+    let first: BTreeMap<u32, Vec<u32>> = (0..8).map(|i| (30 + i, vec![0])).collect();
+    let targets = BTreeMap::from([(v, first)]);
     let seen = metrics::Observed {
         placement: None,
         attribution: None,
@@ -777,6 +784,7 @@ fn a_spread_reads_a_devices_vectors_and_queues_follow_a_parameter() {
         counts: &BTreeMap::new(),
         irq_delta: &[],
         vector_counts: &counts,
+        vector_targets: &targets,
         dmatest: None,
         output: "{\"jobs\": [{\"read\": {\"iops\" : 1234.5, \"iops_min\": 3}}]}",
     };
@@ -789,6 +797,8 @@ fn a_spread_reads_a_devices_vectors_and_queues_follow_a_parameter() {
     assert_eq!(values["completion_cpus"], 1.0);
     assert_eq!(values["completion_max_over_mean"], 8.0);
     assert_eq!(values["iops"], 1234.5);
+    assert_eq!(values["target_cpus"], 1.0);
+    assert_eq!(values["vectors_per_target_cpu_max"], 8.0);
     let picture = file.picture().unwrap();
     assert_eq!(picture.per_cpu, "/vector_interrupts/device 0 from 1");
     // Mistakes, each with its line.
@@ -810,14 +820,19 @@ fn a_spread_reads_a_devices_vectors_and_queues_follow_a_parameter() {
     );
     assert!(
         e.contains(&format!(
-            "line {line}: metric \"completion_cpus\": vectors: a spread needs vectors"
+            "line {line}: metric \"completion_cpus\": vectors: a spread or targets needs vectors"
         )),
         "{e}"
     );
     let e = err("spread = \"cpus\", ", "");
-    assert!(e.contains("vectors go with a spread"), "{e}");
+    assert!(e.contains("vectors go with a spread or targets"), "{e}");
     let e = err("spread = \"cpus\"", "spread = \"cpu\"");
     assert!(e.contains("spread: \"cpu\" is not one of"), "{e}");
+    let e = err("targets = \"nodes\"", "targets = \"node\"");
+    assert!(
+        e.contains("metric \"target_nodes\": targets: \"node\" is not one of"),
+        "{e}"
+    );
     let e = err(
         "spread = \"cpus\", vectors = \"device 0 from 1\"",
         "spread = \"cpus\", vectors = \"dev 0\"",
