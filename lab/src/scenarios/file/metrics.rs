@@ -16,6 +16,7 @@ use crate::workload::DmatestResult;
 
 use super::cpus::{self, Names};
 use super::format::RawMetric;
+pub(super) use super::vectors::Vectors;
 
 /// Where a metric's value comes from.
 #[derive(Debug, Clone)]
@@ -149,34 +150,6 @@ const TARGET_FIGURES: [(&str, TargetFigure); 3] = [
     ("nodes", TargetFigure::Nodes),
     ("max_per_cpu", TargetFigure::MaxPerCpu),
 ];
-
-/// The vectors of a device a spread reads: `device N`, or `device N from V` (V onward: an
-/// NVMe's I/O queues without its admin vector 0).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Vectors {
-    pub device: usize,
-    pub from: usize,
-}
-
-impl Vectors {
-    fn parse(text: &str) -> Result<Vectors, String> {
-        let words: Vec<&str> = text.split_whitespace().collect();
-        let number = |w: &str| w.parse::<usize>().ok();
-        match words[..] {
-            ["device", n] => number(n).map(|device| Vectors { device, from: 0 }),
-            ["device", n, "from", v] => number(n)
-                .zip(number(v))
-                .map(|(device, from)| Vectors { device, from }),
-            _ => None,
-        }
-        .ok_or_else(|| format!("{text:?}: \"device N\" or \"device N from V\""))
-    }
-
-    /// As the details key it: `device 0 from 1`.
-    pub(super) fn key(&self) -> String {
-        format!("device {} from {}", self.device, self.from)
-    }
-}
 
 /// dmatest's figures a metric can be.
 #[derive(Debug, Clone, Copy)]

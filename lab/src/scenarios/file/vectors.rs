@@ -8,9 +8,37 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::metrics::{FileMetric, Source, Vectors};
+use super::metrics::{FileMetric, Source};
 use crate::experiment::Boot;
 use crate::observe::{Interrupts, VectorTargets};
+
+/// The vectors of a device a `spread` or `targets` metric reads: `device N`, or `device N from V` (V onward: an
+/// NVMe's I/O queues without its admin vector 0).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Vectors {
+    pub device: usize,
+    pub from: usize,
+}
+
+impl Vectors {
+    pub(super) fn parse(text: &str) -> Result<Vectors, String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let number = |w: &str| w.parse::<usize>().ok();
+        match words[..] {
+            ["device", n] => number(n).map(|device| Vectors { device, from: 0 }),
+            ["device", n, "from", v] => number(n)
+                .zip(number(v))
+                .map(|(device, from)| Vectors { device, from }),
+            _ => None,
+        }
+        .ok_or_else(|| format!("{text:?}: \"device N\" or \"device N from V\""))
+    }
+
+    /// As the details key it: `device 0 from 1`.
+    pub(super) fn key(&self) -> String {
+        format!("device {} from {}", self.device, self.from)
+    }
+}
 
 /// Every distinct set of vectors the metrics' spreads (`counts`) or targets read.
 pub(super) fn wanted(metrics: &[FileMetric], counts: bool) -> Vec<Vectors> {
