@@ -29,6 +29,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+mod owned_dir;
+#[cfg(test)]
+pub(crate) use owned_dir::OWNER;
+pub(crate) use owned_dir::{owned_dir, OwnedDir};
+
 /// Makes `cmd` start a new process group and die with its parent.
 fn isolate(cmd: &mut Command) {
     // SAFETY: only async-signal-safe calls (setpgid, prctl, getppid, kill) run between fork and

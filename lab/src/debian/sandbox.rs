@@ -21,9 +21,10 @@ const SANDBOX_PARENT: &str = "/var/tmp";
 /// The user apt's methods run as (Debian's default `APT::Sandbox::User`).
 const APT_USER: &str = "_apt";
 
-/// One apt call's download directory, removed when dropped.
+/// One apt call's download directory, removed when dropped, and by the next lab's first
+/// sandbox when its lab was killed (`process::owned_dir`).
 pub(super) struct Sandbox {
-    dir: tempfile::TempDir,
+    dir: crate::process::OwnedDir,
     uid: u32,
 }
 
@@ -39,9 +40,8 @@ impl Sandbox {
         let Some(uid) = uid_of(APT_USER) else {
             return Ok(None);
         };
-        let dir = tempfile::Builder::new()
-            .prefix("lab-apt-")
-            .tempdir_in(SANDBOX_PARENT)
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        let dir = crate::process::owned_dir(Path::new(SANDBOX_PARENT), "lab-apt-", &SWEPT)
             .with_context(|| format!("making apt's download directory in {SANDBOX_PARENT}"))?;
         set_mode(dir.path(), 0o755)?;
         Ok(Some(Sandbox { dir, uid }))
