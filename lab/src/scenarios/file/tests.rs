@@ -19,6 +19,28 @@ fn ci() -> Topology {
     Topology::by_name(crate::host::DEFAULT_TOPOLOGY).unwrap()
 }
 
+/// A boot that observed nothing; a test sets what its metrics read (`..nothing_seen()`).
+fn nothing_seen() -> metrics::Observed<'static> {
+    static VMSTAT: BTreeMap<String, i64> = BTreeMap::new();
+    static COUNTS: BTreeMap<String, u64> = BTreeMap::new();
+    static VECTOR_COUNTS: BTreeMap<metrics::Vectors, Vec<u64>> = BTreeMap::new();
+    static VECTOR_TARGETS: BTreeMap<metrics::Vectors, BTreeMap<u32, Vec<u32>>> = BTreeMap::new();
+    metrics::Observed {
+        placement: None,
+        attribution: None,
+        crossings: None,
+        usage: None,
+        vmstat: &VMSTAT,
+        vmstat_from: &[],
+        counts: &COUNTS,
+        irq_delta: &[],
+        vector_counts: &VECTOR_COUNTS,
+        vector_targets: &VECTOR_TARGETS,
+        dmatest: None,
+        output: "",
+    }
+}
+
 /// The S1 file with `old` replaced by `new`, parsed: the error's text.
 fn error_of(old: &str, new: &str) -> String {
     let text = std::fs::read_to_string(s1_path()).unwrap();
@@ -211,15 +233,8 @@ fn metrics_read_a_recorded_s1_boot_as_the_toolkit_does() {
         placement: Some(&placement),
         attribution: Some(&attribution),
         crossings: Some(&crossings),
-        usage: None,
-        vmstat: &BTreeMap::new(),
-        vmstat_from: &[],
-        counts: &BTreeMap::new(),
         irq_delta: &irq_delta,
-        vector_counts: &BTreeMap::new(),
-        vector_targets: &BTreeMap::new(),
-        dmatest: None,
-        output: "",
+        ..nothing_seen()
     };
     let value = |name: &str| {
         let m = file.metrics.iter().find(|m| m.def.name == name).unwrap();
@@ -262,21 +277,9 @@ fn an_output_metric_takes_its_first_group() {
         params: &serde_json::Map::new(),
         cpus: &BTreeMap::new(),
     };
-    let (vmstat, counts, vector_counts) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
-    let vector_targets = BTreeMap::new();
     let seen = |output| metrics::Observed {
-        placement: None,
-        attribution: None,
-        crossings: None,
-        usage: None,
-        vmstat: &vmstat,
-        vmstat_from: &[],
-        counts: &counts,
-        irq_delta: &[],
-        vector_counts: &vector_counts,
-        vector_targets: &vector_targets,
-        dmatest: None,
         output,
+        ..nothing_seen()
     };
     assert_eq!(
         m.value(&seen("took 12.5 ms\n"), &names, &ci()),
@@ -489,18 +492,12 @@ fn vmstat_usage_and_count_metrics_read_their_observations() {
         involuntary_switches: 7,
     };
     let seen = metrics::Observed {
-        placement: None,
-        attribution: None,
-        crossings: None,
         usage: Some(&usage),
         vmstat: &vmstat,
         vmstat_from: &late,
         counts: &counts,
-        irq_delta: &[],
-        vector_counts: &BTreeMap::new(),
-        vector_targets: &BTreeMap::new(),
-        dmatest: None,
         output: "Time: 3.25\n{\"elapsed_s\": 3.25}\n",
+        ..nothing_seen()
     };
     let names = Names {
         params: &serde_json::Map::new(),
@@ -775,18 +772,10 @@ fn a_spread_reads_a_devices_vectors_and_queues_follow_a_parameter() {
     let first: BTreeMap<u32, Vec<u32>> = (0..8).map(|i| (30 + i, vec![0])).collect();
     let targets = BTreeMap::from([(v, first)]);
     let seen = metrics::Observed {
-        placement: None,
-        attribution: None,
-        crossings: None,
-        usage: None,
-        vmstat: &BTreeMap::new(),
-        vmstat_from: &[],
-        counts: &BTreeMap::new(),
-        irq_delta: &[],
         vector_counts: &counts,
         vector_targets: &targets,
-        dmatest: None,
         output: "{\"jobs\": [{\"read\": {\"iops\" : 1234.5, \"iops_min\": 3}}]}",
+        ..nothing_seen()
     };
     let names = Names {
         params: file.params().as_object().unwrap(),
