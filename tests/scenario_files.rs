@@ -59,7 +59,9 @@ async fn the_s5_file_decides_as_the_rust_s5_does() {
 /// test"): a regression the lab does not ship, S1's mechanism through a NIC, as a file of 57
 /// lines. The revert DIFFERENT on the receiver's share on the IRQ CPU (2026-12-07, three runs:
 /// DIFFERENT at 5 a side, base 0% in every boot; UNKNOWN at the then cap of 10, p=0.025, two
-/// base boots at 20-50%, hence the file's cap of 20; DIFFERENT at 14 a side, p=3.9e-4, 120 s),
+/// base boots at 20-50%, hence a cap of 20; DIFFERENT at 14 a side, p=3.9e-4, 120 s; at 20 in
+/// one run of 2026-12-07, three base boots at 52-75%: 85% of runs drawn from that run's boots
+/// decide by 20, 99% by 30, the file's cap since 2026-12-08),
 /// every receive interrupt on its pinned CPU, every datagram received, and the wakeups behind
 /// it attributed in every boot.
 #[tokio::test(flavor = "multi_thread")]

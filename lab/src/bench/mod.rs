@@ -12,7 +12,9 @@
 //! - [`verdicts`]: how often the verdicts err, on simulated boots (`shapes`) decided by the
 //!   lab's own code;
 //! - [`bisect`](mod@bisect): how often the bisect names the right changes, its own search on
-//!   simulated boots.
+//!   simulated boots;
+//! - [`resample`]: how often a scenario's verdicts come out as they did at a cap, runs drawn
+//!   again from its recorded boots.
 //!
 //! [`Overview`] puts every row of the lab's speed targets into one table (`lab bench`).
 
@@ -21,6 +23,7 @@ pub(crate) mod boot;
 pub mod budget;
 pub mod kernel;
 mod merged;
+pub mod resample;
 pub(crate) mod run;
 pub(crate) mod shapes;
 pub mod shards;

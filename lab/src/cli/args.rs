@@ -445,6 +445,27 @@ pub(super) enum BenchCmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// How often a scenario's verdicts come out as they did, at a schedule: runs drawn again
+    /// from its recorded boots (with replacement, one record a run), decided stage by stage by
+    /// the lab's own code. Which cap a test needs, from boots the scenario really gave.
+    Resample {
+        /// Records, or directories searched for `record.json` (one comparison).
+        #[arg(required = true, value_name = "RECORD")]
+        records: Vec<PathBuf>,
+        /// Boots per variant of the first stage (default: the first record's schedule's).
+        #[arg(long)]
+        initial: Option<usize>,
+        /// The most boots per variant (default: the first record's schedule's, as its run
+        /// followed it).
+        #[arg(long)]
+        cap: Option<usize>,
+        /// Simulated runs.
+        #[arg(long, default_value_t = crate::bench::resample::RUNS)]
+        runs: usize,
+        /// The draws' seed (the same seed, the same table).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// CI shards of about equal time from earlier runs' JUnit reports: prints the plan and
     /// writes one nextest filterset per shard (`cargo nextest run -E "$(cat shard-1.filterset)"`)
     Shards {

@@ -356,6 +356,13 @@ async fn bench(command: Option<BenchCmd>, runs: usize, topology: &str, cold: boo
         Some(BenchCmd::Bisect { runs, seed }) => {
             crate::bench::bisect::bisects(runs, seed)?.render()
         }
+        Some(BenchCmd::Resample {
+            records,
+            initial,
+            cap,
+            runs,
+            seed,
+        }) => crate::bench::resample::resample(&records, initial, cap, runs, seed)?.render(),
         Some(BenchCmd::Shards {
             shards,
             junit,

@@ -627,7 +627,7 @@ fn the_nic_walkthrough_file_plans_its_nic_and_traffic() {
     let file = shipped("nic-wakeup");
     assert_eq!(
         Experiment::new(file.clone()).repetitions.cap(),
-        20,
+        30,
         "the file's cap"
     );
     assert_eq!(Experiment::new(shipped("dma-wakeup")).repetitions.cap(), 10);
