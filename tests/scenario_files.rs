@@ -9,12 +9,14 @@ use lab::experiment::Experiment;
 use lab::scenarios::file::ScenarioFile;
 use lab::stats::Decision;
 
-/// `scenarios/irq-spread.toml`, S5's decision as a file: the busiest CPU's share of an NVMe's
-/// I/O-queue interrupts (`spread` over `vectors = "device 0 from 1"`), the queue count a
-/// parameter each variant sets. As the shipped Rust `irq-spread` decides it
-/// (`tests/irq_spread.rs`): 4 queues and 1 DIFFERENT from 8 and higher. 2026-12-07 (2-core AMD
-/// EPYC, TCG): 13.4% with 8, 25.6% with 4, 100% with 1, both DIFFERENT at 7 per column,
-/// p=0.010, 103 s; the Rust definition the same evening 13.6, 25.8, 100%, at 7.
+/// `scenarios/irq-spread.toml`, S5 as a file: the busiest CPU's share of an NVMe's I/O-queue
+/// interrupts (`spread` over `vectors = "device 0 from 1"`), the queue count a parameter each
+/// variant sets, then (`[then]`) the admin vector moved to the last CPU and its interrupts
+/// counted there (`irqs_on` over `vectors = "device 0 vector 0"`, `window = "then"`). As the
+/// shipped Rust `irq-spread` decides it (`tests/irq_spread.rs`): 4 queues and 1 DIFFERENT from 8
+/// and higher. 2026-12-07 (2-core AMD EPYC, TCG): 13.4% with 8, 25.6% with 4, 100% with 1, both
+/// DIFFERENT at 7 per column, p=0.010, 103 s; the Rust definition the same evening 13.6, 25.8,
+/// 100%, at 7.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_s5_file_decides_as_the_rust_s5_does() {
     let file = ScenarioFile::read(&lab::repo_path("scenarios/irq-spread.toml")).unwrap();
@@ -47,6 +49,15 @@ async fn the_s5_file_decides_as_the_rust_s5_does() {
         );
         let spread = &b.details["scenario"]["vector_interrupts"]["device 0 from 1"];
         assert!(spread.is_object(), "the counts per CPU are kept: {spread}");
+        // [then]: the admin vector moved to the last CPU; its interrupts follow it (all but
+        // the one that carries the move).
+        let moved = b.samples.get("moved_vector_on_target");
+        assert!(
+            moved.is_some_and(|&m| m >= 75.0),
+            "{}: the moved admin vector's interrupts did not follow it: {:?}",
+            b.variant,
+            b.details["scenario"]["vector_interrupts"]["device 0 vector 0 in then"]
+        );
     }
     let page = std::fs::read_to_string(outcome.html_path.as_ref().unwrap()).unwrap();
     assert!(

@@ -88,6 +88,13 @@ struct Traffic {
     warm_up: bool,
 }
 
+/// `[then]`, checked: a script after the workload.
+#[derive(Debug, Clone)]
+struct Then {
+    run: String,
+    timeout: Duration,
+}
+
 /// One `[[count]]`, checked.
 #[derive(Debug, Clone)]
 struct Count {
@@ -117,6 +124,7 @@ pub struct ScenarioFile {
     counts: Vec<Count>,
     trace_buffer_kb: Option<u32>,
     traffic: Option<Traffic>,
+    then: Option<Then>,
     max_repetitions: Option<usize>,
     metrics: Vec<FileMetric>,
 }
@@ -398,7 +406,9 @@ impl Scenario for ScenarioFile {
                 });
             }
             // Else where the first spread's interrupts landed.
-            let vectors = vectors::wanted(&self.metrics, true).into_iter().next()?;
+            let vectors = vectors::wanted(&self.metrics, true, vectors::Window::Workload)
+                .into_iter()
+                .next()?;
             return Some(Picture {
                 task: format!("the vectors of {}", vectors.key()),
                 quantity: "interrupts (/proc/interrupts)".into(),

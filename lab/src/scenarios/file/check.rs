@@ -111,6 +111,7 @@ impl Checker<'_> {
         let counts = self.counts(&raw, watch.is_some())?;
         let traffic = self.traffic(&raw, devices.len(), watch.as_ref())?;
         let max_repetitions = self.max_repetitions(&raw)?;
+        let then = self.then(&raw)?;
         let metrics = self.metrics(&raw, &params, &cpus, &watch, &workload, devices.len())?;
         for m in self.metric_list(&raw)? {
             if let Some(c) = &m.count {
@@ -151,9 +152,31 @@ impl Checker<'_> {
             counts,
             trace_buffer_kb: raw.trace_buffer_kb,
             traffic,
+            then,
             max_repetitions,
             metrics,
         })
+    }
+
+    /// `[then]`: its script and time limit (1 s to an hour).
+    fn then(&self, raw: &RawFile) -> Result<Option<super::Then>> {
+        let Some(t) = &raw.then else {
+            return Ok(None);
+        };
+        if t.run.get_ref().trim().is_empty() {
+            return Err(self.err(t.run.span(), "then.run", "an empty script"));
+        }
+        let timeout = match &t.timeout_s {
+            Some(s) if !(1..=3600).contains(s.get_ref()) => {
+                return Err(self.err(s.span(), "then.timeout_s", "1 to 3600 seconds"))
+            }
+            Some(s) => *s.get_ref(),
+            None => 120,
+        };
+        Ok(Some(super::Then {
+            run: t.run.get_ref().clone(),
+            timeout: Duration::from_secs(timeout),
+        }))
     }
 
     fn max_repetitions(&self, raw: &RawFile) -> Result<Option<usize>> {
@@ -605,18 +628,31 @@ impl Checker<'_> {
                     "a placement metric needs a [watch] table naming the task",
                 ));
             }
-            if m.irqs_on.is_some() && watch.as_ref().and_then(|w| w.irq).is_none() {
+            if m.irqs_on.is_some()
+                && m.vectors.is_none()
+                && watch.as_ref().and_then(|w| w.irq).is_none()
+            {
                 return Err(self.err(
                     m.name().span(),
                     &field,
-                    "irqs_on needs [watch] irq = \"device N\"",
+                    "irqs_on needs [watch] irq = \"device N\", or vectors = \"device N ...\"",
                 ));
             }
             let read = match &metric.source {
                 metrics::Source::Spread { vectors, .. }
+                | metrics::Source::VectorsOn { vectors, .. }
                 | metrics::Source::Targets { vectors, .. } => Some(vectors),
                 _ => None,
             };
+            if let (Some(w), None) = (&m.window, &raw.then) {
+                if read.is_some_and(|v| v.window == metrics::Window::Then) {
+                    return Err(self.err(
+                        w.span(),
+                        &format!("{field}: window"),
+                        "window = \"then\" needs a [then] step after the workload",
+                    ));
+                }
+            }
             if let (Some(vectors), Some(text)) = (read, &m.vectors) {
                 if vectors.device >= devices {
                     return Err(self.err(

@@ -6,6 +6,7 @@
 //! | expression | the CPU |
 //! |---|---|
 //! | `3` | CPU 3 |
+//! | `last` | the topology's last CPU |
 //! | `start` | the named CPU `start` |
 //! | `same-llc X` | the first other CPU of X's LLC |
 //! | `cross-llc X` | the first CPU of the next LLC in X's node |
@@ -31,6 +32,8 @@ pub(super) struct Names<'a> {
 }
 
 const FUNCTIONS: [&str; 5] = ["same-llc", "cross-llc", "remote-node", "sibling", "outside"];
+/// The one CPU a word names on every topology.
+const LAST: &str = "last";
 const SETS: [&str; 3] = ["llc", "node", "cpus"];
 
 /// The words of `text` with parameters replaced by their values.
@@ -53,7 +56,7 @@ pub(super) fn referenced_cpus(text: &str, params: &serde_json::Map<String, Value
     text.split_whitespace()
         .filter(|w| !params.contains_key(*w))
         .filter(|w| w.starts_with(|c: char| c.is_alphabetic() || c == '_'))
-        .filter(|w| !FUNCTIONS.contains(w) && !SETS.contains(w))
+        .filter(|w| !FUNCTIONS.contains(w) && !SETS.contains(w) && *w != LAST)
         .map(str::to_string)
         .collect()
 }
@@ -101,6 +104,7 @@ fn eval(words: &[String], names: &Names, topology: &Topology) -> Result<Option<u
             }
             return Ok(topology.cpu_outside_llcs(&watched));
         }
+        LAST if rest.is_empty() => topology.nr_cpus().checked_sub(1),
         _ if rest.is_empty() => return single(head, names, topology).map(Some),
         other => {
             return Err(format!(

@@ -44,6 +44,9 @@ pub(super) struct RawFile {
     /// UDP datagrams the lab sends into a NIC while the workload runs.
     #[serde(default)]
     pub traffic: Option<RawTraffic>,
+    /// A shell step after the workload, with a window of counts of its own.
+    #[serde(default)]
+    pub then: Option<RawThen>,
     /// Trace events counted over the workload (not beside a `[watch]`: one trace at a time).
     #[serde(default, rename = "count")]
     pub counts: Vec<RawCount>,
@@ -246,6 +249,17 @@ pub(super) struct RawCommand {
     pub timeout_s: Option<u64>,
 }
 
+/// `[then]`: a shell script run after the workload and its counts (move an interrupt, then
+/// make it fire); metrics with `window = "then"` count over it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawThen {
+    pub run: Spanned<String>,
+    /// Seconds it may take (default 120).
+    #[serde(default)]
+    pub timeout_s: Option<Spanned<u64>>,
+}
+
 /// `[watch]`: the task whose placement is traced.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -314,10 +328,13 @@ pub(super) struct RawMetric {
     /// `nodes` or `max_per_cpu`, of the vectors `vectors` names.
     #[serde(default)]
     pub targets: Option<Spanned<String>>,
-    /// With `spread` or `targets`: `device N` (all its vectors) or `device N from V` (vector V
-    /// onward).
+    /// With `spread`, `targets` or `irqs_on`: `device N` (all its vectors), `device N from V`
+    /// (vector V onward) or `device N vector V`.
     #[serde(default)]
     pub vectors: Option<Spanned<String>>,
+    /// With `vectors`: `workload` (the default) or `then`, the `[then]` step after it.
+    #[serde(default)]
+    pub window: Option<Spanned<String>>,
     /// A regular expression over the workload's output; its first group is the value.
     #[serde(default)]
     pub output: Option<Spanned<String>>,

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 
 use super::cpus::Names;
 use super::metrics::{self, Observed, Source};
-use super::vectors;
-use super::{Expr, ScenarioFile, Workload};
+use super::vectors::{self, Vectors, Window};
+use super::{Expr, ScenarioFile, Then, Workload};
 use crate::devices::nic;
 use crate::experiment::{Boot, Measurement};
 use crate::guest::GuestCommand;
@@ -37,7 +37,8 @@ impl super::metrics::FileMetric {
             Source::SwitchInsOn(s)
             | Source::RuntimeOn(s)
             | Source::WakeupsOn(s)
-            | Source::IrqsOn(s) => vec![s],
+            | Source::IrqsOn(s)
+            | Source::VectorsOn { set: s, .. } => vec![s],
             _ => vec![],
         }
     }
@@ -134,7 +135,8 @@ pub(super) async fn measure(
         cpus: &found,
     };
     let cpus = file.measure_cpus(&names, topology)?;
-    let vars = file.shell_variables(&names);
+    let mut vars = file.shell_variables(&names);
+    vars.extend(vector_variables(boot));
     let interfaces = bring_up_nics(file, &names, boot).await?;
     set_up(file, vm, &vars).await?;
     let dmatest = match &file.workload {
@@ -172,7 +174,7 @@ pub(super) async fn measure(
     let run = run?;
     let sent = sent?;
     let vmstat_after = VmStat::read(vm).await?;
-    let spreads = vectors::wanted(&file.metrics, true);
+    let spreads = vectors::wanted(&file.metrics, true, Window::Workload);
     let irqs_after = match irq.is_some() || !spreads.is_empty() {
         true => Some(Interrupts::read(vm).await?),
         false => None,
@@ -181,13 +183,18 @@ pub(super) async fn measure(
         (Some(i), Some(after)) => after.delta(&irqs_before, &i.to_string()),
         _ => Vec::new(),
     };
-    let vector_counts = match &irqs_after {
+    let mut vector_counts = match &irqs_after {
         Some(after) => vectors::counted(&spreads, boot, &irqs_before, after, &file.path)?,
         None => BTreeMap::new(),
     };
-    let targeted = vectors::wanted(&file.metrics, false);
-    let vector_targets = vectors::targets(&targeted, boot, &file.path).await?;
+    let targeted = vectors::wanted(&file.metrics, false, Window::Workload);
+    let mut vector_targets = vectors::targets(&targeted, boot, &file.path).await?;
     boot.keep("workload.out", &run.output).await?;
+    if let Some(then) = &file.then {
+        let (counts, targets) = run_then(file, then, &vars, boot).await?;
+        vector_counts.extend(counts);
+        vector_targets.extend(targets);
+    }
     let vmstat = vmstat_after.delta(&vmstat_before, &counters)?;
     let mut vmstat_from = Vec::new();
     for (at, snapshot) in from.iter().zip(snapshots?) {
@@ -235,6 +242,47 @@ pub(super) async fn measure(
     let path = file.path.display().to_string();
     let metrics = metrics::values(&file.metrics, &observed, &names, topology, &path)?;
     Ok(Measurement { metrics, details })
+}
+
+/// Every bound device's vectors as shell variables: `irq_D_V`, the Linux IRQ number of device
+/// D's vector V (`/proc/irq/$irq_0_0` is an NVMe's admin vector).
+fn vector_variables(boot: &Boot<'_>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (d, device) in boot.devices.iter().enumerate() {
+        for (v, vector) in device.vectors.iter().enumerate() {
+            out.push((format!("irq_{d}_{v}"), vector.irq.to_string()));
+        }
+    }
+    out
+}
+
+/// Counts and targets of one window, by the vectors read.
+type WindowReads = (
+    BTreeMap<Vectors, Vec<u64>>,
+    BTreeMap<Vectors, BTreeMap<u32, Vec<u32>>>,
+);
+
+/// `[then]`: its script, run after the workload with the same variables, between two reads of
+/// `/proc/interrupts`; the counts and targets its `window = "then"` metrics read. Its output is
+/// kept as `then.out`; a script that fails fails the boot.
+async fn run_then(
+    file: &ScenarioFile,
+    then: &Then,
+    vars: &[(String, String)],
+    boot: &Boot<'_>,
+) -> Result<WindowReads> {
+    let vm = boot.vm;
+    let before = Interrupts::read(vm).await?;
+    let command = with_variables(GuestCommand::shell(then.run.clone()), vars);
+    let out = vm.exec(&command.timeout(then.timeout)).await?;
+    let after = Interrupts::read(vm).await?;
+    boot.keep("then.out", &out.stdout).await?;
+    out.require_success(&format!("then.run of {}", file.path.display()), &vm.name)?;
+    let counted = vectors::wanted(&file.metrics, true, Window::Then);
+    let counts = vectors::counted(&counted, boot, &before, &after, &file.path)?;
+    let targeted = vectors::wanted(&file.metrics, false, Window::Then);
+    let targets = vectors::targets(&targeted, boot, &file.path).await?;
+    Ok((counts, targets))
 }
 
 /// Brings every `nic` device's interface up with its address; their names, by device index.

@@ -16,7 +16,7 @@ use crate::workload::DmatestResult;
 
 use super::cpus::{self, Names};
 use super::format::RawMetric;
-pub(super) use super::vectors::Vectors;
+pub(super) use super::vectors::{Vectors, Window};
 
 /// Where a metric's value comes from.
 #[derive(Debug, Clone)]
@@ -29,6 +29,8 @@ pub(super) enum Source {
     WakeupsOn(String),
     /// Share of the watched interrupt on a CPU set (from `/proc/interrupts`).
     IrqsOn(String),
+    /// Share of a device's vectors' interrupts on a CPU set (`irqs_on` with `vectors`).
+    VectorsOn { set: String, vectors: Vectors },
     /// A figure of the placement.
     Placement(PlacementFigure),
     /// Share of the attributed wakeups that landed so, from the task's CPU.
@@ -206,6 +208,7 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
             | Source::RuntimeOn(_)
             | Source::WakeupsOn(_)
             | Source::IrqsOn(_)
+            | Source::VectorsOn { .. }
             | Source::Landed(_)
             | Source::Placement(PlacementFigure::MaxCpuShare)
             | Source::Placement(PlacementFigure::PulledAcrossLlc)
@@ -351,15 +354,40 @@ fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
     let name = raw.name().get_ref();
     let field = |f: &str| format!("metric {name:?}: {f}");
     let mut sources = Vec::new();
+    let window = match &raw.window {
+        Some(w) => Window::parse(w.get_ref()).map_err(|e| (field("window"), e))?,
+        None => Window::Workload,
+    };
+    let vectors = || {
+        let text = raw.vectors.as_ref().ok_or_else(|| {
+            let needs = "needs vectors = \"device N\" (or \"device N from V\")";
+            (field("vectors"), format!("a spread or targets {needs}"))
+        })?;
+        Vectors::parse(text.get_ref(), window).map_err(|e| (field("vectors"), e))
+    };
+    let irqs_on = match &raw.irqs_on {
+        Some(set) if raw.vectors.is_some() => {
+            let set = set.get_ref().clone();
+            sources.push((
+                "irqs_on",
+                Source::VectorsOn {
+                    set,
+                    vectors: vectors()?,
+                },
+            ));
+            None
+        }
+        other => other.as_ref(),
+    };
     let sets = [
         (
             "switch_ins_on",
-            &raw.switch_ins_on,
+            raw.switch_ins_on.as_ref(),
             Source::SwitchInsOn as fn(String) -> Source,
         ),
-        ("runtime_on", &raw.runtime_on, Source::RuntimeOn),
-        ("wakeups_on", &raw.wakeups_on, Source::WakeupsOn),
-        ("irqs_on", &raw.irqs_on, Source::IrqsOn),
+        ("runtime_on", raw.runtime_on.as_ref(), Source::RuntimeOn),
+        ("wakeups_on", raw.wakeups_on.as_ref(), Source::WakeupsOn),
+        ("irqs_on", irqs_on, Source::IrqsOn),
     ];
     for (key, value, make) in sets {
         if let Some(v) = value {
@@ -383,13 +411,6 @@ fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
         let figure = lookup(&figures, v.get_ref()).map_err(|e| (field("workload"), e))?;
         sources.push(("workload", Source::Workload(figure)));
     }
-    let vectors = || {
-        let text = raw.vectors.as_ref().ok_or_else(|| {
-            let needs = "needs vectors = \"device N\" (or \"device N from V\")";
-            (field("vectors"), format!("a spread or targets {needs}"))
-        })?;
-        Vectors::parse(text.get_ref()).map_err(|e| (field("vectors"), e))
-    };
     if let Some(figure) = &raw.spread {
         let figure = lookup(&SPREAD_FIGURES, figure.get_ref()).map_err(|e| (field("spread"), e))?;
         let vectors = vectors()?;
@@ -401,10 +422,17 @@ fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
         let vectors = vectors()?;
         sources.push(("targets", Source::Targets { figure, vectors }));
     }
-    if raw.vectors.is_some() && raw.spread.is_none() && raw.targets.is_none() {
+    let reads_vectors = raw.spread.is_some() || raw.targets.is_some() || raw.irqs_on.is_some();
+    if raw.vectors.is_some() && !reads_vectors {
         return Err((
             field("vectors"),
-            "vectors go with a spread or targets".into(),
+            "vectors go with a spread, targets or irqs_on".into(),
+        ));
+    }
+    if raw.window.is_some() && raw.vectors.is_none() {
+        return Err((
+            field("window"),
+            "a window belongs to a metric of a device's vectors (spread, targets, irqs_on)".into(),
         ));
     }
     if let Some(v) = &raw.usage {
@@ -536,6 +564,17 @@ impl FileMetric {
                     .filter_map(|c| seen.irq_delta.get(*c as usize))
                     .sum();
                 share(on, seen.irq_delta.iter().sum())
+            }
+            Source::VectorsOn { set: s, vectors } => {
+                let per_cpu = seen
+                    .vector_counts
+                    .get(vectors)
+                    .ok_or("no interrupt counts of the device were read")?;
+                let on: u64 = set(s)?
+                    .iter()
+                    .filter_map(|c| per_cpu.get(*c as usize))
+                    .sum();
+                share(on, per_cpu.iter().sum())
             }
             Source::Placement(figure) => placement_figure(seen, *figure)?,
             Source::Usage(figure) => {

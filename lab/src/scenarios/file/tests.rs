@@ -766,8 +766,14 @@ fn a_spread_reads_a_devices_vectors_and_queues_follow_a_parameter() {
         queues[0] != queues[1] && queues[1] != queues[2],
         "{queues:?}"
     );
-    let v = metrics::Vectors { device: 0, from: 1 };
-    let counts = BTreeMap::from([(v.clone(), vec![0, 0, 0, 0, 0, 0, 0, 500])]);
+    let v = metrics::Vectors::parse("device 0 from 1", metrics::Window::Workload).unwrap();
+    // The admin vector over [then]: 3 of its 4 interrupts on the last CPU, where it was moved.
+    let moved = metrics::Vectors::parse("device 0 vector 0", metrics::Window::Then).unwrap();
+    assert_eq!(moved.key(), "device 0 vector 0 in then");
+    let counts = BTreeMap::from([
+        (v.clone(), vec![0, 0, 0, 0, 0, 0, 0, 500]),
+        (moved, vec![1, 0, 0, 0, 0, 0, 0, 3]),
+    ]);
     // The seed's ITS: every vector on the first CPU of its mask.
     let first: BTreeMap<u32, Vec<u32>> = (0..8).map(|i| (30 + i, vec![0])).collect();
     let targets = BTreeMap::from([(v, first)]);
@@ -777,11 +783,14 @@ fn a_spread_reads_a_devices_vectors_and_queues_follow_a_parameter() {
         output: "{\"jobs\": [{\"read\": {\"iops\" : 1234.5, \"iops_min\": 3}}]}",
         ..nothing_seen()
     };
+    let found = file.named_cpus(file.params(), &t).unwrap();
+    assert_eq!(found["moved_to"], Some(7), "`last` on 8 CPUs");
     let names = Names {
         params: file.params().as_object().unwrap(),
-        cpus: &BTreeMap::new(),
+        cpus: &found,
     };
     let values = metrics::values(&file.metrics, &seen, &names, &t, "s5.toml").unwrap();
+    assert_eq!(values["moved_vector_on_target"], 75.0);
     assert_eq!(values["busiest_cpu"], 100.0);
     assert_eq!(values["completion_cpus"], 1.0);
     assert_eq!(values["completion_max_over_mean"], 8.0);
@@ -814,7 +823,33 @@ fn a_spread_reads_a_devices_vectors_and_queues_follow_a_parameter() {
         "{e}"
     );
     let e = err("spread = \"cpus\", ", "");
-    assert!(e.contains("vectors go with a spread or targets"), "{e}");
+    assert!(
+        e.contains("vectors go with a spread, targets or irqs_on"),
+        "{e}"
+    );
+    // A window of counts after the workload needs the step that makes it.
+    let then = text.find("[then]").unwrap();
+    let end = text[then..].find("[metrics]").unwrap();
+    let no_then = format!("{}{}", &text[..then], &text[then + end..]);
+    let e = format!(
+        "{:#}",
+        ScenarioFile::parse(&no_then, Path::new("s5.toml")).unwrap_err()
+    );
+    assert!(
+        e.contains(
+            "metric \"moved_vector_on_target\": window: window = \"then\" needs a [then] step"
+        ),
+        "{e}"
+    );
+    let e = err("window = \"then\"", "window = \"after\"");
+    assert!(
+        e.contains("window: \"after\": \"workload\" or \"then\""),
+        "{e}"
+    );
+    let e = err("vectors = \"device 0 vector 0\", window = \"then\", ", "");
+    assert!(e.contains("irqs_on needs [watch] irq"), "{e}");
+    let e = err("[then]\n", "[then]\ntimeout_s = 0\n");
+    assert!(e.contains("then.timeout_s: 1 to 3600 seconds"), "{e}");
     let e = err("spread = \"cpus\"", "spread = \"cpu\"");
     assert!(e.contains("spread: \"cpu\" is not one of"), "{e}");
     let e = err("targets = \"nodes\"", "targets = \"node\"");
@@ -827,7 +862,7 @@ fn a_spread_reads_a_devices_vectors_and_queues_follow_a_parameter() {
         "spread = \"cpus\", vectors = \"dev 0\"",
     );
     assert!(
-        e.contains("\"dev 0\": \"device N\" or \"device N from V\""),
+        e.contains("\"dev 0\": \"device N\", \"device N from V\" or \"device N vector V\""),
         "{e}"
     );
     let e = err(

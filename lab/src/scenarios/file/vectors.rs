@@ -1,7 +1,7 @@
-//! The vectors of a device that the file's `spread` and `targets` metrics read: their
-//! interrupts counted per CPU over the workload (from `/proc/interrupts` before and after it),
-//! and where each targets after it (`effective_affinity_list`: x86 moves a vector when it next
-//! fires).
+//! The vectors of a device that the file's `spread`, `targets` and `irqs_on` metrics read:
+//! their interrupts counted per CPU over the workload or the `[then]` step (from
+//! `/proc/interrupts` before and after it), and where each targets after it
+//! (`effective_affinity_list`: x86 moves a vector when it next fires).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,44 +12,86 @@ use super::metrics::{FileMetric, Source};
 use crate::experiment::Boot;
 use crate::observe::{Interrupts, VectorTargets};
 
-/// The vectors of a device a `spread` or `targets` metric reads: `device N`, or `device N from V` (V onward: an
-/// NVMe's I/O queues without its admin vector 0).
+/// When a metric reads a device's vectors: over the workload (the default), or over the
+/// `[then]` step after it (`window = "then"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Window {
+    Workload,
+    Then,
+}
+
+impl Window {
+    pub(super) fn parse(text: &str) -> Result<Window, String> {
+        match text {
+            "workload" => Ok(Window::Workload),
+            "then" => Ok(Window::Then),
+            other => Err(format!("{other:?}: \"workload\" or \"then\"")),
+        }
+    }
+}
+
+/// The vectors of a device a `spread`, `targets` or `irqs_on` metric reads: `device N`,
+/// `device N from V` (V onward: an NVMe's I/O queues without its admin vector 0) or
+/// `device N vector V` (that one), in a window.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Vectors {
     pub device: usize,
     pub from: usize,
+    /// The last vector (`vector V`); `None`: every one from `from`.
+    pub to: Option<usize>,
+    pub window: Window,
 }
 
 impl Vectors {
-    pub(super) fn parse(text: &str) -> Result<Vectors, String> {
+    pub(super) fn parse(text: &str, window: Window) -> Result<Vectors, String> {
         let words: Vec<&str> = text.split_whitespace().collect();
         let number = |w: &str| w.parse::<usize>().ok();
+        let make = |device, from, to| Vectors {
+            device,
+            from,
+            to,
+            window,
+        };
         match words[..] {
-            ["device", n] => number(n).map(|device| Vectors { device, from: 0 }),
+            ["device", n] => number(n).map(|device| make(device, 0, None)),
             ["device", n, "from", v] => number(n)
                 .zip(number(v))
-                .map(|(device, from)| Vectors { device, from }),
+                .map(|(device, from)| make(device, from, None)),
+            ["device", n, "vector", v] => number(n)
+                .zip(number(v))
+                .map(|(device, v)| make(device, v, Some(v))),
             _ => None,
         }
-        .ok_or_else(|| format!("{text:?}: \"device N\" or \"device N from V\""))
+        .ok_or_else(|| {
+            format!("{text:?}: \"device N\", \"device N from V\" or \"device N vector V\"")
+        })
     }
 
-    /// As the details key it: `device 0 from 1`.
+    /// As the details key it: `device 0 from 1`, `device 0 vector 0 in then`.
     pub(super) fn key(&self) -> String {
-        format!("device {} from {}", self.device, self.from)
+        let which = match self.to {
+            Some(v) => format!("device {} vector {v}", self.device),
+            None => format!("device {} from {}", self.device, self.from),
+        };
+        match self.window {
+            Window::Workload => which,
+            Window::Then => format!("{which} in then"),
+        }
     }
 }
 
-/// Every distinct set of vectors the metrics' spreads (`counts`) or targets read.
-pub(super) fn wanted(metrics: &[FileMetric], counts: bool) -> Vec<Vectors> {
+/// Every distinct set of vectors the metrics' counts (spreads, `irqs_on`; `counts`) or targets
+/// read in `window`.
+pub(super) fn wanted(metrics: &[FileMetric], counts: bool, window: Window) -> Vec<Vectors> {
     let mut out: Vec<Vectors> = metrics
         .iter()
         .filter_map(|m| match (&m.source, counts) {
-            (Source::Spread { vectors, .. }, true) | (Source::Targets { vectors, .. }, false) => {
-                Some(vectors.clone())
-            }
+            (Source::Spread { vectors, .. }, true)
+            | (Source::VectorsOn { vectors, .. }, true)
+            | (Source::Targets { vectors, .. }, false) => Some(vectors.clone()),
             _ => None,
         })
+        .filter(|v| v.window == window)
         .collect();
     out.sort();
     out.dedup();
@@ -66,7 +108,11 @@ fn irqs_of(v: &Vectors, boot: &Boot<'_>, file: &Path) -> Result<Vec<u32>> {
             v.device
         )
     })?;
-    let irqs = device.vectors.get(v.from..).filter(|rest| !rest.is_empty());
+    let end = v.to.map_or(device.vectors.len(), |to| to + 1);
+    let irqs = device
+        .vectors
+        .get(v.from..end)
+        .filter(|rest| !rest.is_empty());
     let irqs = irqs.with_context(|| {
         format!(
             "{}: vectors {:?}: device {} has {} vectors",
