@@ -1,70 +1,13 @@
 //! Scenario files (`docs/SCENARIO-FILES.md`): a regression the lab does not ship, written as a
 //! file, runs as an ordinary experiment with its verdict, the attribution of the watched task's
 //! wakeups and the page's picture. (The shipped files run in their seeds' own tests:
-//! tests/dma_wakeup.rs, tests/eevdf_parity.rs, tests/numa_scan.rs.)
+//! tests/dma_wakeup.rs, tests/eevdf_parity.rs, tests/numa_scan.rs, tests/irq_spread.rs.)
 
 mod common;
 
 use lab::experiment::Experiment;
 use lab::scenarios::file::ScenarioFile;
 use lab::stats::Decision;
-
-/// `scenarios/irq-spread.toml`, S5 as a file: the busiest CPU's share of an NVMe's I/O-queue
-/// interrupts (`spread` over `vectors = "device 0 from 1"`), the queue count a parameter each
-/// variant sets, then (`[then]`) the admin vector moved to the last CPU and its interrupts
-/// counted there (`irqs_on` over `vectors = "device 0 vector 0"`, `window = "then"`). As the
-/// shipped Rust `irq-spread` decides it (`tests/irq_spread.rs`): 4 queues and 1 DIFFERENT from 8
-/// and higher. 2026-12-07 (2-core AMD EPYC, TCG): 13.4% with 8, 25.6% with 4, 100% with 1, both
-/// DIFFERENT at 7 per column, p=0.010, 103 s; the Rust definition the same evening 13.6, 25.8,
-/// 100%, at 7.
-#[tokio::test(flavor = "multi_thread")]
-async fn the_s5_file_decides_as_the_rust_s5_does() {
-    let file = ScenarioFile::read(&lab::repo_path("scenarios/irq-spread.toml")).unwrap();
-    let (_lab, outcome) = common::run_experiment(Experiment::new(file).named("s5-file")).await;
-    let c = outcome.comparison();
-    for column in ["four-queues", "one-queue"] {
-        c.assert_higher("busiest_cpu", column).unwrap();
-    }
-    for b in outcome.record.boots() {
-        let want = match b.variant.as_str() {
-            "many-queues" => 8.0,
-            "four-queues" => 4.0,
-            _ => 1.0,
-        };
-        assert_eq!(
-            b.samples["completion_cpus"], want,
-            "{}: {:?}",
-            b.variant, b.samples
-        );
-        // A vector a CPU with 8 queues, two CPUs' masks with 4 (one target each), one with 1.
-        assert_eq!(
-            b.samples["target_cpus"], want,
-            "{}: {:?}",
-            b.variant, b.samples
-        );
-        assert_eq!(
-            b.samples["vectors_per_target_cpu_max"], 1.0,
-            "{}",
-            b.variant
-        );
-        let spread = &b.details["scenario"]["vector_interrupts"]["device 0 from 1"];
-        assert!(spread.is_object(), "the counts per CPU are kept: {spread}");
-        // [then]: the admin vector moved to the last CPU; its interrupts follow it (all but
-        // the one that carries the move).
-        let moved = b.samples.get("moved_vector_on_target");
-        assert!(
-            moved.is_some_and(|&m| m >= 75.0),
-            "{}: the moved admin vector's interrupts did not follow it: {:?}",
-            b.variant,
-            b.details["scenario"]["vector_interrupts"]["device 0 vector 0 in then"]
-        );
-    }
-    let page = std::fs::read_to_string(outcome.html_path.as_ref().unwrap()).unwrap();
-    assert!(
-        page.contains("the vectors of device 0 from 1"),
-        "the page draws them"
-    );
-}
 
 /// `scenarios/nic-wakeup.toml`, the walkthrough of docs/SCENARIO-FILES.md ("From a report to a
 /// test"): a regression the lab does not ship, S1's mechanism through a NIC, as a file of 57

@@ -144,6 +144,10 @@ pub(crate) const SHIPPED: &[(&str, &str)] = &[
         "numa-scan",
         include_str!("../../../scenarios/numa-scan.toml"),
     ),
+    (
+        "irq-spread",
+        include_str!("../../../scenarios/irq-spread.toml"),
+    ),
 ];
 
 impl ScenarioFile {

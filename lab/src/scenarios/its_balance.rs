@@ -22,7 +22,7 @@ use crate::devices::{BoundDevice, DeviceSpec};
 use crate::experiment::{Boot, BootPlan, Measurement, MetricDef, Scenario};
 use crate::observe::{per_cpu_map, Interrupts};
 use crate::report::{Direction, Mark, Picture};
-use crate::topology::{format_cpulist, parse_size, Topology};
+use crate::topology::{format_cpulist, parse_cpulist, parse_size, Topology};
 use crate::variant::Variant;
 use crate::vm::dtb::DtProperty;
 use crate::workload::{Fio, FioResult, FioTarget};
@@ -266,7 +266,7 @@ impl Scenario for ItsBalance {
             topology.nr_cpus() as usize,
         );
         let admin = *unmanaged.first().context("no admin vector")?;
-        let moved = crate::scenarios::irq_spread::move_vector(
+        let moved = move_vector(
             vm,
             admin,
             params.move_target(topology)?,
@@ -487,9 +487,95 @@ pub(crate) fn metrics(
     Ok(m)
 }
 
+/// What moving a vector that is not managed did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct MovedVector {
+    pub irq: u32,
+    pub to_cpu: u32,
+    /// `smp_affinity_list` and `effective_affinity_list` read after the interrupts that
+    /// followed the move.
+    pub affinity: Vec<u32>,
+    pub effective: Vec<u32>,
+    /// The vector's interrupts per CPU after the move.
+    pub after_move: Vec<u64>,
+}
+
+impl MovedVector {
+    /// The share of its interrupts after the move on the new CPU; `None` when it fired none.
+    fn on_target_pct(&self) -> Option<f64> {
+        let total: u64 = self.after_move.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let on = self
+            .after_move
+            .get(self.to_cpu as usize)
+            .copied()
+            .unwrap_or(0);
+        Some(100.0 * on as f64 / total as f64)
+    }
+}
+
+/// Moves `irq` (the admin queue's of `controller`, `nvme0`) to `cpu` and makes the controller
+/// raise it `rescans` times: a namespace rescan sends Identify commands on the admin queue.
+async fn move_vector(
+    vm: &crate::vm::Vm,
+    irq: u32,
+    cpu: u32,
+    controller: &str,
+    rescans: u32,
+) -> Result<MovedVector> {
+    vm.sh(&format!("echo {cpu} > /proc/irq/{irq}/smp_affinity_list"))
+        .await
+        .with_context(|| format!("moving IRQ {irq} to CPU {cpu}"))?;
+    let before = Interrupts::read(vm).await?;
+    vm.sh(&format!(
+        "for i in $(seq {rescans}); do echo 1 > /sys/class/nvme/{controller}/rescan_controller; sleep 0.2; done"
+    ))
+        .await
+        .context("making the admin queue raise interrupts")?;
+    let after = Interrupts::read(vm).await?;
+    let read = vm
+        .sh(&format!(
+            "cat /proc/irq/{irq}/smp_affinity_list /proc/irq/{irq}/effective_affinity_list"
+        ))
+        .await?;
+    let mut lines = read.lines();
+    let mut next = |what: &str| -> Result<Vec<u32>> {
+        let line = lines
+            .next()
+            .with_context(|| format!("no {what} line for IRQ {irq}"))?;
+        parse_cpulist(line.trim()).with_context(|| format!("bad {what} {line:?}"))
+    };
+    Ok(MovedVector {
+        irq,
+        to_cpu: cpu,
+        affinity: next("smp_affinity_list")?,
+        effective: next("effective_affinity_list")?,
+        after_move: after.delta(&before, &irq.to_string()),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_moved_vector_follows_when_most_of_its_interrupts_land_on_the_new_cpu() {
+        let moved = MovedVector {
+            irq: 26,
+            to_cpu: 7,
+            affinity: vec![7],
+            effective: vec![7],
+            after_move: vec![1, 0, 0, 0, 0, 0, 0, 3],
+        };
+        assert_eq!(moved.on_target_pct(), Some(75.0));
+        let silent = MovedVector {
+            after_move: vec![0; 8],
+            ..moved
+        };
+        assert_eq!(silent.on_target_pct(), None);
+    }
 
     fn ci() -> Topology {
         Topology::by_name(TOPOLOGY).unwrap()

@@ -4,7 +4,6 @@
 
 pub mod delay_dequeue;
 pub mod file;
-pub mod irq_spread;
 pub mod its_balance;
 
 use std::collections::BTreeMap;
@@ -18,7 +17,6 @@ use crate::variant::Variant;
 use crate::Lab;
 
 pub(crate) use delay_dequeue::DelayDequeue;
-pub(crate) use irq_spread::IrqSpread;
 pub(crate) use its_balance::ItsBalance;
 
 /// One shipped scenario, type-erased: what `lab scenarios`, `lab compare`, `lab prepare` and the
@@ -88,7 +86,9 @@ pub(crate) const REGISTRY: &[(&str, Constructor)] = &[
         Box::new(file::ScenarioFile::shipped("numa-scan").expect("the shipped S4 file parses"))
     }),
     ("delay-dequeue", || Box::new(DelayDequeue::seed())),
-    ("irq-spread", || Box::new(IrqSpread::seed())),
+    ("irq-spread", || {
+        Box::new(file::ScenarioFile::shipped("irq-spread").expect("the shipped S5 file parses"))
+    }),
     ("its-balance", || Box::new(ItsBalance::seed())),
 ];
 
@@ -324,15 +324,24 @@ fn rust_picture(scenario: &str) -> Option<crate::report::Picture> {
         label: label.into(),
         cpu: cpu.into(),
     };
-    (scenario == "dma-wakeup").then(|| Picture {
-        task: "dmatest's copy thread".into(),
-        quantity: "time on CPU (trace)".into(),
-        per_cpu: "/placement/runtime_us".into(),
-        marks: vec![
-            mark("IRQ", "/irq_cpu"),
-            mark("start", "/placement/started_on"),
-        ],
-    })
+    match scenario {
+        "dma-wakeup" => Some(Picture {
+            task: "dmatest's copy thread".into(),
+            quantity: "time on CPU (trace)".into(),
+            per_cpu: "/placement/runtime_us".into(),
+            marks: vec![
+                mark("IRQ", "/irq_cpu"),
+                mark("start", "/placement/started_on"),
+            ],
+        }),
+        "irq-spread" => Some(Picture {
+            task: "the NVMe I/O queues' interrupts".into(),
+            quantity: "completion interrupts (/proc/interrupts)".into(),
+            per_cpu: "/completions_per_cpu".into(),
+            marks: vec![mark("moved", "/moved_admin_vector/to_cpu")],
+        }),
+        _ => None,
+    }
 }
 
 /// The kernels the shipped scenarios' default comparisons boot, each once, in registry order
@@ -566,6 +575,12 @@ mod tests {
         }
         record.manifest.parameters = serde_json::json!({"scenario": "eevdf-parity"});
         assert_eq!(picture_of(&record), picture("eevdf-parity"));
+        // S5's Rust definition kept the completions per CPU and the moved vector's CPU; its file
+        // keeps them under the vectors' key.
+        record.manifest.parameters = serde_json::json!({"scenario": "irq-spread"});
+        let old = picture_of(&record).unwrap();
+        assert_eq!(old.per_cpu, "/completions_per_cpu");
+        assert_ne!(picture("irq-spread").unwrap().per_cpu, old.per_cpu);
         record.manifest.parameters = serde_json::json!({});
         assert_eq!(picture_of(&record), None);
     }

@@ -795,7 +795,7 @@ fn a_spread_reads_a_devices_vectors_and_queues_follow_a_parameter() {
     assert_eq!(values["completion_cpus"], 1.0);
     assert_eq!(values["completion_max_over_mean"], 8.0);
     assert_eq!(values["iops"], 1234.5);
-    assert_eq!(values["target_cpus"], 1.0);
+    assert_eq!(values["effective_cpus"], 1.0);
     assert_eq!(values["vectors_per_target_cpu_max"], 8.0);
     let picture = file.picture().unwrap();
     assert_eq!(picture.per_cpu, "/vector_interrupts/device 0 from 1");
@@ -854,7 +854,7 @@ fn a_spread_reads_a_devices_vectors_and_queues_follow_a_parameter() {
     assert!(e.contains("spread: \"cpu\" is not one of"), "{e}");
     let e = err("targets = \"nodes\"", "targets = \"node\"");
     assert!(
-        e.contains("metric \"target_nodes\": targets: \"node\" is not one of"),
+        e.contains("metric \"effective_nodes\": targets: \"node\" is not one of"),
         "{e}"
     );
     let e = err(
