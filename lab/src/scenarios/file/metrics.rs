@@ -349,11 +349,14 @@ fn known<'a>(
     }
 }
 
-/// The one source `raw` names, checked. Errors are `(field, message)`.
-fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
+/// The sources of a device's vectors `raw` names (`spread`, `targets`, `irqs_on` with
+/// `vectors`), in its `window`, added to `sources`; `vectors` or `window` without one refused.
+fn vector_sources(
+    raw: &RawMetric,
+    sources: &mut Vec<(&'static str, Source)>,
+) -> Result<(), (String, String)> {
     let name = raw.name().get_ref();
     let field = |f: &str| format!("metric {name:?}: {f}");
-    let mut sources = Vec::new();
     let window = match &raw.window {
         Some(w) => Window::parse(w.get_ref()).map_err(|e| (field("window"), e))?,
         None => Window::Workload,
@@ -365,20 +368,46 @@ fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
         })?;
         Vectors::parse(text.get_ref(), window).map_err(|e| (field("vectors"), e))
     };
-    let irqs_on = match &raw.irqs_on {
-        Some(set) if raw.vectors.is_some() => {
-            let set = set.get_ref().clone();
-            sources.push((
-                "irqs_on",
-                Source::VectorsOn {
-                    set,
-                    vectors: vectors()?,
-                },
-            ));
-            None
-        }
-        other => other.as_ref(),
-    };
+    if let (Some(set), Some(_)) = (&raw.irqs_on, &raw.vectors) {
+        let set = set.get_ref().clone();
+        let vectors = vectors()?;
+        sources.push(("irqs_on", Source::VectorsOn { set, vectors }));
+    }
+    if let Some(figure) = &raw.spread {
+        let figure = lookup(&SPREAD_FIGURES, figure.get_ref()).map_err(|e| (field("spread"), e))?;
+        let vectors = vectors()?;
+        sources.push(("spread", Source::Spread { figure, vectors }));
+    }
+    if let Some(figure) = &raw.targets {
+        let figure =
+            lookup(&TARGET_FIGURES, figure.get_ref()).map_err(|e| (field("targets"), e))?;
+        let vectors = vectors()?;
+        sources.push(("targets", Source::Targets { figure, vectors }));
+    }
+    let reads_vectors = raw.spread.is_some() || raw.targets.is_some() || raw.irqs_on.is_some();
+    if raw.vectors.is_some() && !reads_vectors {
+        return Err((
+            field("vectors"),
+            "vectors go with a spread, targets or irqs_on".into(),
+        ));
+    }
+    if raw.window.is_some() && raw.vectors.is_none() {
+        return Err((
+            field("window"),
+            "a window belongs to a metric of a device's vectors (spread, targets, irqs_on)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The one source `raw` names, checked. Errors are `(field, message)`.
+fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
+    let name = raw.name().get_ref();
+    let field = |f: &str| format!("metric {name:?}: {f}");
+    let mut sources = Vec::new();
+    vector_sources(raw, &mut sources)?;
+    // With vectors, `irqs_on` is theirs (above); without, the watched interrupt's.
+    let irqs_on = raw.irqs_on.as_ref().filter(|_| raw.vectors.is_none());
     let sets = [
         (
             "switch_ins_on",
@@ -410,30 +439,6 @@ fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
         ];
         let figure = lookup(&figures, v.get_ref()).map_err(|e| (field("workload"), e))?;
         sources.push(("workload", Source::Workload(figure)));
-    }
-    if let Some(figure) = &raw.spread {
-        let figure = lookup(&SPREAD_FIGURES, figure.get_ref()).map_err(|e| (field("spread"), e))?;
-        let vectors = vectors()?;
-        sources.push(("spread", Source::Spread { figure, vectors }));
-    }
-    if let Some(figure) = &raw.targets {
-        let figure =
-            lookup(&TARGET_FIGURES, figure.get_ref()).map_err(|e| (field("targets"), e))?;
-        let vectors = vectors()?;
-        sources.push(("targets", Source::Targets { figure, vectors }));
-    }
-    let reads_vectors = raw.spread.is_some() || raw.targets.is_some() || raw.irqs_on.is_some();
-    if raw.vectors.is_some() && !reads_vectors {
-        return Err((
-            field("vectors"),
-            "vectors go with a spread, targets or irqs_on".into(),
-        ));
-    }
-    if raw.window.is_some() && raw.vectors.is_none() {
-        return Err((
-            field("window"),
-            "a window belongs to a metric of a device's vectors (spread, targets, irqs_on)".into(),
-        ));
     }
     if let Some(v) = &raw.usage {
         let figure = lookup(&USAGE_FIGURES, v.get_ref()).map_err(|e| (field("usage"), e))?;
