@@ -11,9 +11,11 @@ mod arith;
 mod check;
 mod cpus;
 mod format;
+mod json_output;
 mod measure;
 mod metrics;
 mod vectors;
+mod wakeups;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,6 +50,8 @@ struct FileDevice {
     channels: u8,
     /// A number, or a numeric parameter's name.
     queues: Expr,
+    /// An NVMe namespace's bytes.
+    size: u64,
     /// Vector -> CPU set.
     pins: Vec<(usize, Expr)>,
 }
@@ -118,10 +122,14 @@ pub struct ScenarioFile {
     image: Option<String>,
     cmdline: Vec<String>,
     setup: Vec<String>,
+    /// The storage stack and its block device.
+    storage: Option<(crate::storage::StorageStack, String)>,
     settle: Option<Duration>,
     workload: Workload,
     watch: Option<Watch>,
     counts: Vec<Count>,
+    /// `[wakeups] tasks`: command-name prefixes whose wakeups are traced.
+    wakeup_tasks: Vec<String>,
     trace_buffer_kb: Option<u32>,
     traffic: Option<Traffic>,
     then: Option<Then>,
@@ -296,7 +304,7 @@ impl ScenarioFile {
                             format!("{queues:?} is not a number of queues (1 or more)"),
                         )
                     })?;
-                DeviceSpec::nvme(queues, 1 << 30)
+                DeviceSpec::nvme(queues, d.size)
             }
             "nic" => DeviceSpec::nic(),
             other => {
@@ -438,3 +446,5 @@ impl Scenario for ScenarioFile {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_storage;

@@ -594,6 +594,7 @@ mod tests {
             "numa-scan",
             "nic-wakeup",
             "irq-spread",
+            "delay-dequeue",
         ] {
             assert!(
                 text.contains(&format!("  scenarios/{name}.toml  ")),

@@ -14,6 +14,7 @@ use super::format::{line_of, RawFile, RawMetric};
 use super::metrics::{self, FileMetric};
 use super::{cpus, Count, Expr, FileDevice, ScenarioFile, Traffic, Watch, Workload};
 use crate::error::bad_input;
+use crate::storage::StorageStack;
 use crate::topology::Topology;
 use crate::variant::Variant;
 
@@ -109,10 +110,13 @@ impl Checker<'_> {
         let devices = self.devices(&raw, &params, &cpus)?;
         let watch = self.watch(&raw, &params, &cpus, devices.len())?;
         let counts = self.counts(&raw, watch.is_some())?;
+        let wakeup_tasks = self.wakeup_tasks(&raw, watch.is_some() || !counts.is_empty())?;
         let traffic = self.traffic(&raw, devices.len(), watch.as_ref())?;
         let max_repetitions = self.max_repetitions(&raw)?;
         let then = self.then(&raw)?;
+        let storage = self.storage(&raw, &params, &cpus)?;
         let metrics = self.metrics(&raw, &params, &cpus, &watch, &workload, devices.len())?;
+        self.wakeup_metrics(&raw, &metrics, &wakeup_tasks)?;
         for m in self.metric_list(&raw)? {
             if let Some(c) = &m.count {
                 if !counts.iter().any(|k| &k.name == c.get_ref()) {
@@ -146,10 +150,12 @@ impl Checker<'_> {
             image: raw.guest.image,
             cmdline: raw.guest.cmdline,
             setup: raw.guest.setup,
+            storage,
             settle: raw.guest.settle_s.map(Duration::from_secs_f64),
             workload,
             watch,
             counts,
+            wakeup_tasks,
             trace_buffer_kb: raw.trace_buffer_kb,
             traffic,
             then,
@@ -257,6 +263,111 @@ impl Checker<'_> {
             after: t.after.clone(),
             warm_up: t.warm_up,
         }))
+    }
+
+    /// `[storage]`: a stack the lab builds and a guest block device's path.
+    fn storage(
+        &self,
+        raw: &RawFile,
+        params: &serde_json::Map<String, Value>,
+        cpus: &BTreeMap<String, Expr>,
+    ) -> Result<Option<(StorageStack, String)>> {
+        let Some(s) = &raw.storage else {
+            return Ok(None);
+        };
+        if params.contains_key("storage") || cpus.contains_key("storage") {
+            return Err(self.err(
+                s.stack.span(),
+                "storage",
+                "$storage is the stack's mount point (or device): no parameter or CPU may be named storage",
+            ));
+        }
+        let stack = match s.stack.get_ref().as_str() {
+            "raw" => StorageStack::Raw,
+            "ext4" => StorageStack::Ext4,
+            "ext4-on-thin" => StorageStack::Ext4OnThin,
+            other => {
+                return Err(self.err(
+                    s.stack.span(),
+                    "storage.stack",
+                    format!("{other:?}: raw, ext4 or ext4-on-thin"),
+                ))
+            }
+        };
+        let device = s.device.get_ref();
+        let plain = device.strip_prefix("/dev/").is_some_and(|rest| {
+            !rest.is_empty()
+                && !rest.contains("..")
+                && rest
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-/".contains(c))
+        });
+        if !plain {
+            return Err(self.err(
+                s.device.span(),
+                "storage.device",
+                format!("{device:?}: a block device under /dev (\"/dev/nvme0n1\")"),
+            ));
+        }
+        Ok(Some((stack, device.clone())))
+    }
+
+    /// `[wakeups] tasks`: command-name prefixes for a tracefs filter, the file's one trace.
+    fn wakeup_tasks(&self, raw: &RawFile, other_trace: bool) -> Result<Vec<String>> {
+        let Some(w) = &raw.wakeups else {
+            return Ok(Vec::new());
+        };
+        let bad = |message: String| self.err(w.span(), "wakeups", message);
+        if other_trace {
+            return Err(bad(
+                "[wakeups] beside a [watch] or a [[count]]: the guest has one trace, give one"
+                    .into(),
+            ));
+        }
+        let tasks = &w.get_ref().tasks;
+        if tasks.is_empty() {
+            return Err(bad(
+                "tasks: name the command-name prefixes to trace (\"fio\")".into(),
+            ));
+        }
+        let word = |t: &String| {
+            !t.is_empty()
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-./:".contains(c))
+        };
+        if let Some(t) = tasks.iter().find(|t| !word(t)) {
+            return Err(bad(format!(
+                "tasks: {t:?} is not a command-name prefix (letters, digits, _ - . / :)"
+            )));
+        }
+        Ok(tasks.clone())
+    }
+
+    /// Every `wakeups = ...` metric has `[wakeups]`, and its `of` classes are traced.
+    fn wakeup_metrics(
+        &self,
+        raw: &RawFile,
+        metrics: &[FileMetric],
+        tasks: &[String],
+    ) -> Result<()> {
+        for (m, metric) in self.metric_list(raw)?.into_iter().zip(metrics) {
+            let metrics::Source::Wakeups(w) = &metric.source else {
+                continue;
+            };
+            let field = format!("metric {:?}", m.name().get_ref());
+            if tasks.is_empty() {
+                return Err(self.err(
+                    m.name().span(),
+                    &field,
+                    "a wakeups metric needs a [wakeups] table naming the tasks to trace",
+                ));
+            }
+            if let (Some(of), Some(text)) = (&w.of, &m.of) {
+                of.traced_by(tasks)
+                    .map_err(|e| self.err(text.span(), &format!("{field}: of"), e))?;
+            }
+        }
+        Ok(())
     }
 
     fn counts(&self, raw: &RawFile, watching: bool) -> Result<Vec<Count>> {
@@ -400,10 +511,32 @@ impl Checker<'_> {
                 self.references(set, &field, params, cpus)?;
                 pins.push((v, self.expr(set)));
             }
+            let size = match &d.size {
+                None => 1 << 30,
+                Some(text) => crate::topology::parse_size(text.get_ref())
+                    .ok()
+                    .filter(|bytes| *bytes >= 1 << 20)
+                    .ok_or_else(|| {
+                        self.err(
+                            text.span(),
+                            &format!("device[{index}].size"),
+                            format!("{:?}: a size of 1M or more (\"2G\")", text.get_ref()),
+                        )
+                    })?,
+            };
+            // A kind a parameter names is known only when planned: a size there is the nvme's.
+            if let (Some(text), "ioat" | "ptdma" | "nic") = (&d.size, d.kind.get_ref().as_str()) {
+                return Err(self.err(
+                    text.span(),
+                    &format!("device[{index}].size"),
+                    "a namespace size belongs to an nvme device",
+                ));
+            }
             out.push(FileDevice {
                 kind: self.expr(&d.kind),
                 channels: d.channels.unwrap_or(1),
                 queues: self.queues(d, index, params)?,
+                size,
                 pins,
             });
         }

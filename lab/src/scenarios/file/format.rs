@@ -33,6 +33,9 @@ pub(super) struct RawFile {
     pub devices: Vec<RawDevice>,
     #[serde(default)]
     pub guest: RawGuest,
+    /// A storage stack built on a block device each boot, after `[guest] setup`.
+    #[serde(default)]
+    pub storage: Option<RawStorage>,
     /// The lab's dmatest workload (its parameters; missing ones are the seed report's).
     #[serde(default)]
     pub dmatest: Option<RawDmatest>,
@@ -50,6 +53,10 @@ pub(super) struct RawFile {
     /// Trace events counted over the workload (not beside a `[watch]`: one trace at a time).
     #[serde(default, rename = "count")]
     pub counts: Vec<RawCount>,
+    /// Who woke whom over the workload (one trace at a time: not beside a `[watch]` or a
+    /// `[[count]]`).
+    #[serde(default)]
+    pub wakeups: Option<Spanned<RawWakeups>>,
     /// The trace ring per CPU in KiB, for the watch or the counts (default: the lab's).
     #[serde(default)]
     pub trace_buffer_kb: Option<u32>,
@@ -156,6 +163,24 @@ pub(super) struct RawCount {
     pub filter: String,
 }
 
+/// `[storage]`: what sits between the workload and a block device, built each boot.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStorage {
+    /// `raw`, `ext4` or `ext4-on-thin` (`storage::StorageStack`).
+    pub stack: Spanned<String>,
+    /// The guest's block device (`/dev/nvme0n1`).
+    pub device: Spanned<String>,
+}
+
+/// `[wakeups]`: the tasks whose wakeups are traced, with who woke them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWakeups {
+    /// Command-name prefixes (`["fio", "kworker"]`).
+    pub tasks: Vec<String>,
+}
+
 /// One `[[device]]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -168,6 +193,9 @@ pub(super) struct RawDevice {
     /// NVMe I/O queues (default 2): a number, or a numeric parameter naming it.
     #[serde(default)]
     pub queues: Option<Spanned<toml::Value>>,
+    /// NVMe namespace size (`"2G"`, default 1 GiB; sparse on the host).
+    #[serde(default)]
+    pub size: Option<Spanned<String>>,
     /// Vector index -> a CPU set ([`super::cpus`]) its interrupt is pinned to.
     #[serde(default)]
     pub pin: BTreeMap<String, Spanned<String>>,
@@ -338,6 +366,21 @@ pub(super) struct RawMetric {
     /// A regular expression over the workload's output; its first group is the value.
     #[serde(default)]
     pub output: Option<Spanned<String>>,
+    /// A JSONPath query (`"$.jobs[*].write.iops"`) over the JSON document the workload prints.
+    #[serde(default)]
+    pub json: Option<Spanned<String>>,
+    /// With `json`: how several matched values make one (`sum`, `max`, `min`, `mean`).
+    #[serde(default)]
+    pub combine: Option<Spanned<String>>,
+    /// A figure of `[wakeups]`: `count`, `share`, `moved`, `migrations`, `single_cpu_wakees`.
+    #[serde(default)]
+    pub wakeups: Option<Spanned<String>>,
+    /// With `wakeups`: the wakee classes (`"fio"`, `"kworker/N:N|kworker/N:NH"`, `"kworker*"`).
+    #[serde(default)]
+    pub of: Option<Spanned<String>>,
+    /// With `wakeups`: the waker classes, or `hardirq` / `softirq`.
+    #[serde(default)]
+    pub by: Option<Spanned<String>>,
     /// An expression of earlier metrics' values and numeric parameters (`"gib / elapsed_s"`).
     #[serde(default)]
     pub compute: Option<Spanned<String>>,

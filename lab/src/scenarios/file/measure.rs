@@ -1,12 +1,14 @@
-//! One boot of a scenario file: set-up, the watch, the workload, the metrics.
+//! One boot of a scenario file: set-up, the trace (a watched task, counted events or who woke
+//! whom), the workload, the metrics.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use super::cpus::Names;
+use super::json_output;
 use super::metrics::{self, Observed, Source};
 use super::vectors::{self, Vectors, Window};
 use super::{Expr, ScenarioFile, Then, Workload};
@@ -14,8 +16,8 @@ use crate::devices::nic;
 use crate::experiment::{Boot, Measurement};
 use crate::guest::GuestCommand;
 use crate::observe::{
-    parse_trace_off_thread, per_cpu_map, task_wakeups, Attribution, CrossLlcWakeups, EventCount,
-    Interrupts, TaskPlacement, TaskTrace, VmStat,
+    allowed_cpus, parse_trace_off_thread, per_cpu_map, task_wakeups, Attribution, CrossLlcWakeups,
+    EventCount, Interrupts, TaskPlacement, TaskTrace, VmStat, WakeupTrace, Wakeups,
 };
 use crate::topology::Topology;
 use crate::vm::Vm;
@@ -113,12 +115,16 @@ struct Seen {
     attribution: Option<Attribution>,
     crossings: Option<CrossLlcWakeups>,
     counts: BTreeMap<String, u64>,
+    wakeups: Option<Wakeups>,
+    /// pid -> allowed CPUs of the tasks woken in hard-interrupt context.
+    allowed: BTreeMap<u32, Vec<u32>>,
 }
 
-/// The guest's one trace: the watched task, or the `[[count]]` events, or none.
+/// The guest's one trace: the watched task, or the `[[count]]` events, or `[wakeups]`, or none.
 enum Tracing {
     Watch(TaskTrace),
     Counts(EventCount),
+    Wakeups(WakeupTrace),
     None,
 }
 
@@ -139,6 +145,13 @@ pub(super) async fn measure(
     vars.extend(vector_variables(boot));
     let interfaces = bring_up_nics(file, &names, boot).await?;
     set_up(file, vm, &vars).await?;
+    if let Some((stack, device)) = &file.storage {
+        let built = vm
+            .sh(&stack.setup_script(device))
+            .await
+            .with_context(|| format!("building [storage] of {}", file.path.display()))?;
+        vars.push(("storage".into(), stack_target(&built)?));
+    }
     let dmatest = match &file.workload {
         Workload::Dmatest { .. } => {
             let d = file.dmatest(params)?;
@@ -158,6 +171,7 @@ pub(super) async fn measure(
     match &tracing {
         Tracing::Watch(t) => t.start(vm).await?,
         Tracing::Counts(c) => c.start(vm).await?,
+        Tracing::Wakeups(w) => w.start(vm).await?,
         Tracing::None => {}
     }
     if let Some(settle) = file.settle {
@@ -225,6 +239,13 @@ pub(super) async fn measure(
         })),
     });
     let seen = stop_tracing(file, tracing, &cpus, boot, &mut details).await?;
+    let reads_json = file
+        .metrics
+        .iter()
+        .any(|m| matches!(m.source, Source::Json(_)));
+    let output_json = reads_json
+        .then(|| json_output::document(&run.output))
+        .flatten();
     let observed = Observed {
         placement: seen.placement.as_ref(),
         attribution: seen.attribution.as_ref(),
@@ -238,6 +259,9 @@ pub(super) async fn measure(
         vector_targets: &vector_targets,
         dmatest: run.dmatest.as_ref(),
         output: &run.output,
+        output_json: output_json.as_ref(),
+        wakeups: seen.wakeups.as_ref(),
+        allowed: &seen.allowed,
     };
     let path = file.path.display().to_string();
     let metrics = metrics::values(&file.metrics, &observed, &names, topology, &path)?;
@@ -376,6 +400,16 @@ async fn set_up(file: &ScenarioFile, vm: &Vm, vars: &[(String, String)]) -> Resu
     Ok(())
 }
 
+/// What a built storage stack gives the workload: its mount point, or the device itself.
+fn stack_target(setup_output: &str) -> Result<String> {
+    Ok(
+        match crate::storage::StorageStack::parse_target(setup_output)? {
+            crate::workload::FioTarget::Directory(path)
+            | crate::workload::FioTarget::Device(path) => path,
+        },
+    )
+}
+
 /// The interrupt number `[watch] irq` names on this boot's bound devices.
 fn watched_irq(file: &ScenarioFile, boot: &Boot<'_>) -> Result<Option<u32>> {
     let Some((device, vector)) = file.watch.as_ref().and_then(|w| w.irq) else {
@@ -405,8 +439,8 @@ async fn snapshots_at(vm: &Vm, at: &[f64]) -> Result<Vec<VmStat>> {
     Ok(out)
 }
 
-/// Stops the guest's trace and folds it: the watched task's placement (its details kept), or
-/// the counted events.
+/// Stops the guest's trace and folds it: the watched task's placement (its details kept), the
+/// counted events, or who woke whom.
 async fn stop_tracing(
     file: &ScenarioFile,
     tracing: Tracing,
@@ -450,6 +484,21 @@ async fn stop_tracing(
             // The page's picture: the first count's events per CPU (`ScenarioFile::picture`).
             details["counts_per_cpu"] = json!(per_cpu);
         }
+        (Tracing::Wakeups(t), _) => {
+            let (raw, wakeups) = t.stop(vm).await?;
+            details["trace"] = json!(boot.keep("wakeups.trace", &raw).await?);
+            let wants_allowed = file
+                .metrics
+                .iter()
+                .any(|m| matches!(&m.source, Source::Wakeups(w) if w.needs_allowed_cpus()));
+            if wants_allowed {
+                let pids: BTreeSet<u32> = wakeups.hard_irq_wakees.keys().copied().collect();
+                seen.allowed = allowed_cpus(vm, &pids).await?;
+                details["hard_irq_wakee_cpus"] = json!(seen.allowed);
+            }
+            details["wakeups"] = serde_json::to_value(&wakeups)?;
+            seen.wakeups = Some(wakeups);
+        }
         _ => {}
     }
     Ok(seen)
@@ -468,6 +517,14 @@ impl ScenarioFile {
                 t = t.buffer_kb(kb);
             }
             return Tracing::Watch(t);
+        }
+        if !self.wakeup_tasks.is_empty() {
+            let tasks: Vec<&str> = self.wakeup_tasks.iter().map(String::as_str).collect();
+            let trace = WakeupTrace::of(&tasks);
+            return Tracing::Wakeups(match kb {
+                Some(kb) => trace.buffer_kb(kb),
+                None => trace,
+            });
         }
         if self.counts.is_empty() {
             return Tracing::None;

@@ -1,13 +1,13 @@
 //! A scenario file's metrics: where each value comes from (the watched task's placement, the
-//! attribution of its wakeups, the watched interrupt, the workload's result or output) and how
-//! it is declared to the runner.
+//! attribution of its wakeups, the watched interrupt, a device's vectors, who woke whom, the
+//! workload's result or output) and how it is declared to the runner.
 
 use std::collections::BTreeMap;
 
 use crate::experiment::MetricDef;
 use crate::guest::ResourceUse;
 use crate::observe::{
-    Attribution, CrossLlcWakeups, InterruptSpread, Landing, TaskPlacement, VectorTargets,
+    Attribution, CrossLlcWakeups, InterruptSpread, Landing, TaskPlacement, VectorTargets, Wakeups,
 };
 use crate::report::Direction;
 use crate::stats::Magnitude;
@@ -16,7 +16,9 @@ use crate::workload::DmatestResult;
 
 use super::cpus::{self, Names};
 use super::format::RawMetric;
+use super::json_output::JsonQuery;
 pub(super) use super::vectors::{Vectors, Window};
+pub(super) use super::wakeups::WakeupMetric;
 
 /// Where a metric's value comes from.
 #[derive(Debug, Clone)]
@@ -58,6 +60,10 @@ pub(super) enum Source {
     },
     /// The first group of a regular expression over the workload's output.
     Output(regex::Regex),
+    /// A JSONPath query over the JSON document in the workload's output.
+    Json(JsonQuery),
+    /// A figure of `[wakeups]`.
+    Wakeups(WakeupMetric),
     /// An expression of earlier metrics' values and numeric parameters.
     Compute(String),
 }
@@ -194,6 +200,11 @@ pub(super) struct Observed<'a> {
     pub vector_targets: &'a BTreeMap<Vectors, BTreeMap<u32, Vec<u32>>>,
     pub dmatest: Option<&'a DmatestResult>,
     pub output: &'a str,
+    /// The JSON document in the output, where a metric reads one.
+    pub output_json: Option<&'a serde_json::Value>,
+    /// What `[wakeups]` saw, and the allowed CPUs of its hard-interrupt wakees.
+    pub wakeups: Option<&'a Wakeups>,
+    pub allowed: &'a BTreeMap<u32, Vec<u32>>,
 }
 
 /// `raw` checked: exactly one source, a known figure, a magnitude where it decides. Errors are
@@ -216,7 +227,7 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
                 figure: SpreadFigure::BusiestShare,
                 ..
             }
-    );
+    ) || matches!(&source, Source::Wakeups(w) if w.is_share());
     let magnitude = match &raw.magnitude {
         Some(m) => magnitude(m.get_ref()).map_err(|e| (field("magnitude"), e))?,
         None if raw.primary => {
@@ -244,7 +255,7 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
         d
     } else {
         let unit = match source {
-            Source::Placement(_) | Source::Count(_) => "per boot",
+            Source::Placement(_) | Source::Count(_) | Source::Wakeups(_) => "per boot",
             Source::Usage(UsageFigure::UserS | UsageFigure::SystemS | UsageFigure::CpuS) => "s",
             Source::Usage(UsageFigure::MaxRssKib) => "KiB",
             Source::Spread { figure, .. } => match figure {
@@ -264,7 +275,7 @@ pub(super) fn check(raw: &RawMetric) -> Result<FileMetric, (String, String)> {
         match source {
             // A gauge in vmstat can fall; an output is whatever the program prints, a computed
             // value whatever its expression gives.
-            Source::Output(_) | Source::Vmstat { .. } | Source::Compute(_) => d,
+            Source::Output(_) | Source::Json(_) | Source::Vmstat { .. } | Source::Compute(_) => d,
             _ => d.non_negative(),
         }
     };
@@ -484,6 +495,7 @@ fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
         }
         sources.push(("output", Source::Output(re)));
     }
+    output_sources(raw, &mut sources)?;
     if let Some(v) = &raw.compute {
         let text = v.get_ref();
         super::arith::variables(text).map_err(|e| (field("compute"), format!("{text:?}: {e}")))?;
@@ -494,7 +506,8 @@ fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
         0 => Err((
             field("source"),
             "no source: give one of switch_ins_on, runtime_on, wakeups_on, irqs_on, placement, \
-             landed, workload, usage, vmstat, count, output"
+             landed, workload, usage, vmstat, count, spread, targets, wakeups, output, json, \
+             compute"
                 .into(),
         )),
         _ => {
@@ -505,6 +518,37 @@ fn source(raw: &RawMetric) -> Result<Source, (String, String)> {
             ))
         }
     }
+}
+
+/// The sources `raw` reads from the workload's output (`json` with its `combine`) and from
+/// `[wakeups]` (with `of` and `by`), added to `sources`; a companion field alone refused.
+fn output_sources(
+    raw: &RawMetric,
+    sources: &mut Vec<(&'static str, Source)>,
+) -> Result<(), (String, String)> {
+    let name = raw.name().get_ref();
+    let field = |f: &str| format!("metric {name:?}: {f}");
+    fn text(v: &Option<toml::Spanned<String>>) -> Option<&str> {
+        v.as_ref().map(|v| v.get_ref().as_str())
+    }
+    if let Some(query) = &raw.json {
+        let q = JsonQuery::parse(query.get_ref(), text(&raw.combine))
+            .map_err(|(f, e)| (field(&f), e))?;
+        sources.push(("json", Source::Json(q)));
+    } else if raw.combine.is_some() {
+        return Err((field("combine"), "combine goes with a json query".into()));
+    }
+    if let Some(figure) = &raw.wakeups {
+        let w = WakeupMetric::parse(figure.get_ref(), text(&raw.of), text(&raw.by))
+            .map_err(|(f, e)| (field(&f), e))?;
+        sources.push(("wakeups", Source::Wakeups(w)));
+    } else if let Some(f) = [("of", &raw.of), ("by", &raw.by)]
+        .iter()
+        .find(|(_, v)| v.is_some())
+    {
+        return Err((field(f.0), format!("{} goes with a wakeups figure", f.0)));
+    }
+    Ok(())
 }
 
 fn lookup<T: Copy>(table: &[(&str, T)], name: &str) -> Result<T, String> {
@@ -650,6 +694,14 @@ impl FileMetric {
                 })?),
                 None => None,
             },
+            Source::Json(q) => q.value(
+                seen.output_json
+                    .ok_or("the workload printed no JSON document")?,
+            )?,
+            Source::Wakeups(w) => {
+                let wakeups = seen.wakeups.ok_or("the file traces no [wakeups]")?;
+                w.value(wakeups, seen.allowed)
+            }
         })
     }
 }

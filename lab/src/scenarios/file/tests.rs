@@ -20,11 +20,12 @@ fn ci() -> Topology {
 }
 
 /// A boot that observed nothing; a test sets what its metrics read (`..nothing_seen()`).
-fn nothing_seen() -> metrics::Observed<'static> {
+pub(super) fn nothing_seen() -> metrics::Observed<'static> {
     static VMSTAT: BTreeMap<String, i64> = BTreeMap::new();
     static COUNTS: BTreeMap<String, u64> = BTreeMap::new();
     static VECTOR_COUNTS: BTreeMap<metrics::Vectors, Vec<u64>> = BTreeMap::new();
     static VECTOR_TARGETS: BTreeMap<metrics::Vectors, BTreeMap<u32, Vec<u32>>> = BTreeMap::new();
+    static ALLOWED: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
     metrics::Observed {
         placement: None,
         attribution: None,
@@ -38,6 +39,9 @@ fn nothing_seen() -> metrics::Observed<'static> {
         vector_targets: &VECTOR_TARGETS,
         dmatest: None,
         output: "",
+        output_json: None,
+        wakeups: None,
+        allowed: &ALLOWED,
     }
 }
 
