@@ -12,7 +12,7 @@ use crate::workload::FioTarget;
 /// What sits between a workload and the block device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum StorageStack {
+pub(crate) enum StorageStack {
     /// The raw block device.
     Raw,
     /// ext4 on the device.

@@ -156,6 +156,10 @@ pub(crate) const SHIPPED: &[(&str, &str)] = &[
         "irq-spread",
         include_str!("../../../scenarios/irq-spread.toml"),
     ),
+    (
+        "delay-dequeue",
+        include_str!("../../../scenarios/delay-dequeue.toml"),
+    ),
 ];
 
 impl ScenarioFile {

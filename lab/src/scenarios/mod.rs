@@ -2,7 +2,6 @@
 //! `lab compare SCENARIO` runs. A scenario may also be a file (`lab compare --scenario FILE`,
 //! [`file`]), or a test's own Rust handed to [`crate::experiment::Experiment`] directly.
 
-pub mod delay_dequeue;
 pub mod file;
 pub mod its_balance;
 
@@ -16,7 +15,6 @@ use crate::experiment::{Experiment, Materials, MetricDef, Outcome, Scenario};
 use crate::variant::Variant;
 use crate::Lab;
 
-pub(crate) use delay_dequeue::DelayDequeue;
 pub(crate) use its_balance::ItsBalance;
 
 /// One shipped scenario, type-erased: what `lab scenarios`, `lab compare`, `lab prepare` and the
@@ -85,7 +83,9 @@ pub(crate) const REGISTRY: &[(&str, Constructor)] = &[
     ("numa-scan", || {
         Box::new(file::ScenarioFile::shipped("numa-scan").expect("the shipped S4 file parses"))
     }),
-    ("delay-dequeue", || Box::new(DelayDequeue::seed())),
+    ("delay-dequeue", || {
+        Box::new(file::ScenarioFile::shipped("delay-dequeue").expect("the shipped S3 file parses"))
+    }),
     ("irq-spread", || {
         Box::new(file::ScenarioFile::shipped("irq-spread").expect("the shipped S5 file parses"))
     }),
@@ -340,6 +340,12 @@ fn rust_picture(scenario: &str) -> Option<crate::report::Picture> {
             per_cpu: "/completions_per_cpu".into(),
             marks: vec![mark("moved", "/moved_admin_vector/to_cpu")],
         }),
+        "delay-dequeue" => Some(Picture {
+            task: "the NVMe I/O queues' interrupts".into(),
+            quantity: "completion interrupts (/proc/interrupts)".into(),
+            per_cpu: "/irq_per_cpu".into(),
+            marks: Vec::new(),
+        }),
         _ => None,
     }
 }
@@ -581,6 +587,10 @@ mod tests {
         let old = picture_of(&record).unwrap();
         assert_eq!(old.per_cpu, "/completions_per_cpu");
         assert_ne!(picture("irq-spread").unwrap().per_cpu, old.per_cpu);
+        // So did S3's: each CPU's completions of the I/O queues, under its own key.
+        record.manifest.parameters = serde_json::json!({"scenario": "delay-dequeue"});
+        assert_eq!(picture_of(&record).unwrap().per_cpu, "/irq_per_cpu");
+        assert_ne!(picture("delay-dequeue").unwrap().per_cpu, "/irq_per_cpu");
         record.manifest.parameters = serde_json::json!({});
         assert_eq!(picture_of(&record), None);
     }

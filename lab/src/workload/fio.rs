@@ -324,7 +324,9 @@ impl FioResult {
         self.jobs.iter().map(|j| j.read.iops + j.write.iops).sum()
     }
 
-    /// I/Os completed by every job together.
+    /// I/Os completed by every job together (what a scenario file's `json` queries are
+    /// checked against).
+    #[cfg(test)]
     pub(crate) fn total_ios(&self) -> u64 {
         self.jobs
             .iter()
@@ -334,6 +336,7 @@ impl FioResult {
 
     /// The largest of the jobs' `percentile` (`"99"`) completion latencies, in microseconds,
     /// over whichever direction did I/O.
+    #[cfg(test)]
     pub(crate) fn worst_clat_us(&self, percentile: &str) -> Option<f64> {
         self.jobs
             .iter()

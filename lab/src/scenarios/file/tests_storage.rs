@@ -38,9 +38,14 @@ const FIO: &str = r#"{
 }
 "#;
 
+/// S3 ships as its file: `lab compare delay-dequeue` runs the text built into the lab, the
+/// repository's file.
 #[test]
 fn the_s3_file_plans_its_stack_and_reads_wakers_and_fio() {
     let file = ScenarioFile::read(&crate::repo_path("scenarios/delay-dequeue.toml")).unwrap();
+    let built_in = ScenarioFile::shipped("delay-dequeue").unwrap();
+    let debug = |f: &ScenarioFile| format!("{:?}{:?}", f.metrics(), f.default_variants());
+    assert_eq!(debug(&built_in), debug(&file));
     let plans = Experiment::new(file.clone()).plan().unwrap();
     assert_eq!(plans.len(), 4);
     let devices: Vec<String> = plans
@@ -106,6 +111,35 @@ fn the_s3_file_plans_its_stack_and_reads_wakers_and_fio() {
     let err = metrics::values(&file.metrics, &seen, &names, &t, "s3.toml").unwrap_err();
     assert!(crate::sample::rejection(&err).is_some(), "{err:#}");
     assert!(format!("{err:#}").contains("shortest_job_s"), "{err:#}");
+}
+
+/// The file's queries over a real fio run (the storage image's fio 3.39, 2 jobs of 4 KiB random
+/// writes) give what the lab's own fio parser reads from it.
+#[test]
+fn the_s3_files_queries_read_a_real_fio_run_as_the_fio_parser_does() {
+    let file = ScenarioFile::shipped("delay-dequeue").unwrap();
+    let real = include_str!("../../workload/fio_sample.json");
+    let parsed = crate::workload::FioResult::parse(real).unwrap();
+    let doc = json_output::document(real).unwrap();
+    let query = |name: &str| match &file
+        .metrics
+        .iter()
+        .find(|m| m.def.name == name)
+        .unwrap()
+        .source
+    {
+        metrics::Source::Json(q) => q.value(&doc).unwrap().unwrap(),
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(query("ios"), parsed.total_ios() as f64);
+    assert!((query("iops") - parsed.total_iops()).abs() < 1e-6);
+    let worst_us = parsed.worst_clat_us("99").unwrap();
+    assert!(
+        (query("clat_p99") / 1000.0 - worst_us).abs() < 1e-6,
+        "{worst_us}"
+    );
+    let shortest_ms = parsed.jobs.iter().map(|j| j.runtime_ms).min().unwrap();
+    assert_eq!(query("shortest_job_s"), shortest_ms as f64);
 }
 
 #[test]
