@@ -378,7 +378,9 @@ impl HostTopology {
     /// interrupts) become the housekeeping set for QEMU's other threads and the device models.
     /// A full mirror leaves no housekeeping CPU: the shape wins, and those threads then run
     /// unpinned.
-    pub(crate) fn mirror(&self, options: &MirrorOptions) -> Result<Mirror> {
+    /// How the mirror lays the host's CPUs out as vCPUs: SMT threads per core, the packages
+    /// (sockets), the kept cores of every LLC and the dropped ones, and the vCPU order.
+    fn mirror_layout(&self, options: &MirrorOptions) -> Result<MirrorLayout> {
         let threads = self
             .cpus
             .values()
@@ -463,6 +465,30 @@ impl HostTopology {
             }
         }
 
+        Ok(MirrorLayout {
+            threads_per_core,
+            sockets,
+            llc_cores,
+            cores_per_llc,
+            dropped,
+            order,
+            vcpu_llcs,
+            node_vcpus,
+        })
+    }
+
+    pub(crate) fn mirror(&self, options: &MirrorOptions) -> Result<Mirror> {
+        let MirrorLayout {
+            threads_per_core,
+            sockets,
+            llc_cores,
+            cores_per_llc,
+            dropped,
+            order,
+            vcpu_llcs,
+            node_vcpus,
+        } = self.mirror_layout(options)?;
+        let nr = order.len() as u32;
         let cpu_model = match &options.cpu_model {
             Some(m) => m.clone(),
             None => match self.vendor {
@@ -497,59 +523,8 @@ impl HostTopology {
             llc_cores.first().map_or(0, Vec::len),
             guest_nodes.len()
         );
-        let mut t = String::new();
-        let _ = writeln!(
-            t,
-            "# Written by `lab topology from-host` from {}: this host's nodes, LLCs, SMT siblings",
-            self.root.display()
-        );
-        let _ = writeln!(
-            t,
-            "# and distances, every vCPU pinned to the host CPU it mirrors (host: {} online CPUs, {}).",
-            self.online.len(),
-            format_cpulist(&self.online)
-        );
-        let _ = writeln!(
-            t,
-            "# vCPUs count package by package, then node, LLC, core and thread, so SMT siblings are"
-        );
-        let _ = writeln!(
-            t,
-            "# consecutive (QEMU's numbering); the [[pin]] tables say which host CPU each one runs on."
-        );
-        if housekeeping.is_empty() {
-            let _ = writeln!(
-                t,
-                "# Housekeeping: none left, every host CPU is mirrored, so QEMU's other threads and the"
-            );
-            let _ = writeln!(
-                t,
-                "# device models run unpinned; `--max-cpus` below {} drops the first cores of every LLC for them.",
-                nr
-            );
-        } else {
-            let _ = writeln!(
-                t,
-                "# Housekeeping: host CPUs {} (the first {} core(s) of every LLC, dropped by --max-cpus)",
-                format_cpulist(&housekeeping),
-                cores_per_llc - llc_cores.first().map_or(0, Vec::len)
-            );
-            let _ = writeln!(
-                t,
-                "# run QEMU's other threads and the device models, away from the vCPUs."
-            );
-        }
-        if memory_known {
-            let _ = writeln!(
-                t,
-                "# Each guest node's memory is bound to the host node it mirrors (host_node)."
-            );
-        } else {
-            let _ = writeln!(
-                t,
-                "# The host's node memory is unknown (no node meminfo), so memory is not bound to host nodes."
-            );
-        }
+        let dropped_cores = cores_per_llc - llc_cores.first().map_or(0, Vec::len);
+        let mut t = self.mirror_header(&housekeeping, nr, dropped_cores, memory_known);
         let _ = writeln!(t, "name = {}", toml_string(name));
         let _ = writeln!(
             t,
@@ -607,33 +582,7 @@ impl HostTopology {
                 format_cpulist(&host)
             );
         }
-        // One [[pin]] per run of vCPUs whose host CPUs rise with them (a pin maps the i-th
-        // lowest vCPU to the i-th lowest host CPU): by node and thread, split where needed.
-        // (node, thread index) -> chains of (vCPU, host CPU) with rising host CPUs.
-        type Chains = Vec<Vec<(u32, u32)>>;
-        let mut groups: BTreeMap<(u32, usize), Chains> = BTreeMap::new();
-        for (vcpu, &cpu) in order.iter().enumerate() {
-            let c = &self.cpus[&cpu];
-            let thread = c.siblings.iter().position(|s| *s == cpu).unwrap_or(0);
-            let chains = groups.entry((c.node, thread)).or_default();
-            let pair = (vcpu as u32, cpu);
-            match chains.iter_mut().find(|ch| ch.last().unwrap().1 < cpu) {
-                Some(chain) => chain.push(pair),
-                None => chains.push(vec![pair]),
-            }
-        }
-        let mut pins: Vec<Vec<(u32, u32)>> = groups.into_values().flatten().collect();
-        pins.sort_by_key(|p| p[0].0);
-        for pin in &pins {
-            let vcpus: Vec<u32> = pin.iter().map(|p| p.0).collect();
-            let host: Vec<u32> = pin.iter().map(|p| p.1).collect();
-            let _ = writeln!(
-                t,
-                "\n[[pin]]\nvcpus = {}\nhost = {}",
-                toml_string(&format_cpulist(&vcpus)),
-                toml_string(&format_cpulist(&host))
-            );
-        }
+        t.push_str(&self.pins_text(&order));
 
         let file = options
             .file
@@ -661,6 +610,122 @@ impl HostTopology {
             housekeeping,
         })
     }
+
+    /// The comments that open a mirror's file: where it came from, the vCPU numbering, the
+    /// housekeeping CPUs (`dropped_cores` of every LLC) and whether memory is bound.
+    fn mirror_header(
+        &self,
+        housekeeping: &[u32],
+        nr: u32,
+        dropped_cores: usize,
+        memory_known: bool,
+    ) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "# Written by `lab topology from-host` from {}: this host's nodes, LLCs, SMT siblings",
+            self.root.display()
+        );
+        let _ = writeln!(
+            t,
+            "# and distances, every vCPU pinned to the host CPU it mirrors (host: {} online CPUs, {}).",
+            self.online.len(),
+            format_cpulist(&self.online)
+        );
+        let _ = writeln!(
+            t,
+            "# vCPUs count package by package, then node, LLC, core and thread, so SMT siblings are"
+        );
+        let _ = writeln!(
+            t,
+            "# consecutive (QEMU's numbering); the [[pin]] tables say which host CPU each one runs on."
+        );
+        if housekeeping.is_empty() {
+            let _ = writeln!(
+                t,
+                "# Housekeeping: none left, every host CPU is mirrored, so QEMU's other threads and the"
+            );
+            let _ = writeln!(
+                t,
+                "# device models run unpinned; `--max-cpus` below {} drops the first cores of every LLC for them.",
+                nr
+            );
+        } else {
+            let _ = writeln!(
+                t,
+                "# Housekeeping: host CPUs {} (the first {} core(s) of every LLC, dropped by --max-cpus)",
+                format_cpulist(housekeeping),
+                dropped_cores
+            );
+            let _ = writeln!(
+                t,
+                "# run QEMU's other threads and the device models, away from the vCPUs."
+            );
+        }
+        if memory_known {
+            let _ = writeln!(
+                t,
+                "# Each guest node's memory is bound to the host node it mirrors (host_node)."
+            );
+        } else {
+            let _ = writeln!(
+                t,
+                "# The host's node memory is unknown (no node meminfo), so memory is not bound to host nodes."
+            );
+        }
+        t
+    }
+
+    /// The `[[pin]]` tables mapping vCPU `i` to host CPU `order[i]`.
+    fn pins_text(&self, order: &[u32]) -> String {
+        let mut out = String::new();
+        // One [[pin]] per run of vCPUs whose host CPUs rise with them (a pin maps the i-th
+        // lowest vCPU to the i-th lowest host CPU): by node and thread, split where needed.
+        // (node, thread index) -> chains of (vCPU, host CPU) with rising host CPUs.
+        type Chains = Vec<Vec<(u32, u32)>>;
+        let mut groups: BTreeMap<(u32, usize), Chains> = BTreeMap::new();
+        for (vcpu, &cpu) in order.iter().enumerate() {
+            let c = &self.cpus[&cpu];
+            let thread = c.siblings.iter().position(|s| *s == cpu).unwrap_or(0);
+            let chains = groups.entry((c.node, thread)).or_default();
+            let pair = (vcpu as u32, cpu);
+            match chains.iter_mut().find(|ch| ch.last().unwrap().1 < cpu) {
+                Some(chain) => chain.push(pair),
+                None => chains.push(vec![pair]),
+            }
+        }
+        let mut pins: Vec<Vec<(u32, u32)>> = groups.into_values().flatten().collect();
+        pins.sort_by_key(|p| p[0].0);
+        for pin in &pins {
+            let vcpus: Vec<u32> = pin.iter().map(|p| p.0).collect();
+            let host: Vec<u32> = pin.iter().map(|p| p.1).collect();
+            let _ = writeln!(
+                out,
+                "\n[[pin]]\nvcpus = {}\nhost = {}",
+                toml_string(&format_cpulist(&vcpus)),
+                toml_string(&format_cpulist(&host))
+            );
+        }
+        out
+    }
+}
+
+/// The vCPU layout of a mirror ([`HostTopology::mirror_layout`]).
+struct MirrorLayout {
+    threads_per_core: u32,
+    sockets: u32,
+    /// Each LLC's kept cores, each core its sorted SMT siblings.
+    llc_cores: Vec<Vec<Vec<u32>>>,
+    /// The most cores an LLC had before `--max-cpus`.
+    cores_per_llc: usize,
+    /// Host CPUs of the cores `--max-cpus` dropped.
+    dropped: Vec<u32>,
+    /// vCPU i runs on host CPU `order[i]`.
+    order: Vec<u32>,
+    /// (first vCPU, last vCPU) per LLC.
+    vcpu_llcs: Vec<(u32, u32)>,
+    /// Host node -> its vCPUs.
+    node_vcpus: BTreeMap<u32, Vec<u32>>,
 }
 
 fn toml_string(s: &str) -> String {
