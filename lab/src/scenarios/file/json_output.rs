@@ -45,21 +45,10 @@ impl JsonQuery {
                 format!("{query:?} is not a JSONPath query ($.jobs[0].write.iops): {e}"),
             )
         })?;
-        let combine = match combine {
-            None => None,
-            Some(c) => Some(
-                COMBINES
-                    .iter()
-                    .find(|(n, _)| *n == c)
-                    .map(|(_, k)| *k)
-                    .ok_or_else(|| {
-                        (
-                            "combine".to_string(),
-                            format!("{c:?}: sum, max, min or mean"),
-                        )
-                    })?,
-            ),
-        };
+        let combine = combine
+            .map(|c| super::metrics::lookup(&COMBINES, c))
+            .transpose()
+            .map_err(|e| ("combine".to_string(), e))?;
         // Wildcards, descendants, slices and filters can match several values.
         let many = query.contains(['*', '?', ':']) || query.contains("..");
         if many && combine.is_none() {
@@ -106,15 +95,25 @@ impl JsonQuery {
     }
 }
 
+/// Lines that start a JSON document and do not parse, at most, before [`document`] gives up:
+/// each attempt may read the rest of the output (up to the guest's 16 MiB), so a guest printing
+/// line after line of broken JSON costs the host a bounded time.
+const MAX_ATTEMPTS: usize = 32;
+
 /// The first JSON document (an object or array) in a workload's output: from the first line
 /// that starts one and parses, whatever the program printed before it or after it.
 pub(super) fn document(output: &str) -> Option<Value> {
     let mut offset = 0;
+    let mut attempts = 0;
     for line in output.split_inclusive('\n') {
         let start = offset + (line.len() - line.trim_start().len());
         offset += line.len();
         if !line.trim_start().starts_with(['{', '[']) {
             continue;
+        }
+        attempts += 1;
+        if attempts > MAX_ATTEMPTS {
+            return None;
         }
         let mut values = serde_json::Deserializer::from_str(&output[start..]).into_iter::<Value>();
         if let Some(Ok(value)) = values.next() {
@@ -165,6 +164,11 @@ mod tests {
         let doc = document(udp).unwrap();
         assert_eq!(q("$.received", None).value(&doc).unwrap(), Some(1000.0));
         assert!(document("no json here\n{ broken").is_none());
+        let flood = "{ broken\n".repeat(MAX_ATTEMPTS) + "{\"late\": 1}\n";
+        assert!(
+            document(&flood).is_none(),
+            "gives up after MAX_ATTEMPTS broken starts"
+        );
     }
 
     #[test]
@@ -177,6 +181,9 @@ mod tests {
         assert!(e.contains("not a JSONPath query"), "{e}");
         let (field, e) = JsonQuery::parse("$.a[*]", Some("total")).unwrap_err();
         assert_eq!(field, "combine");
-        assert!(e.contains("sum, max, min or mean"), "{e}");
+        assert!(
+            e.contains("\"total\" is not one of sum, max, min, mean"),
+            "{e}"
+        );
     }
 }

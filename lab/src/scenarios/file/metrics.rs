@@ -551,7 +551,8 @@ fn output_sources(
     Ok(())
 }
 
-fn lookup<T: Copy>(table: &[(&str, T)], name: &str) -> Result<T, String> {
+/// The value `name` stands for in `table`, or a message listing the names it could be.
+pub(super) fn lookup<T: Copy>(table: &[(&str, T)], name: &str) -> Result<T, String> {
     table
         .iter()
         .find(|(n, _)| *n == name)

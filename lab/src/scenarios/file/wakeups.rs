@@ -104,17 +104,9 @@ impl WakeupMetric {
         of: Option<&str>,
         by: Option<&str>,
     ) -> Result<WakeupMetric, (String, String)> {
-        let figure = FIGURES
-            .iter()
-            .find(|(n, _)| *n == figure)
-            .map(|(_, f)| *f)
-            .ok_or_else(|| {
-                let names: Vec<&str> = FIGURES.iter().map(|(n, _)| *n).collect();
-                (
-                    "wakeups".to_string(),
-                    format!("{figure:?} is not one of {}", names.join(", ")),
-                )
-            })?;
+        let name = figure;
+        let figure =
+            super::metrics::lookup(&FIGURES, name).map_err(|e| ("wakeups".to_string(), e))?;
         let classes = |field: &str, text: Option<&str>| {
             text.map(Classes::parse)
                 .transpose()
@@ -128,8 +120,6 @@ impl WakeupMetric {
             F::Moved | F::Migrations => (true, false, false),
             F::SingleCpuWakees => (false, false, false),
         };
-        let name = FIGURES.iter().find(|(_, f)| *f == figure).map(|(n, _)| *n);
-        let name = name.unwrap_or_default();
         if needs_of != of.is_some() {
             let says = match needs_of {
                 true => format!("wakeups = {name:?} needs of = \"CLASS\": whose wakeups"),
